@@ -1,0 +1,2 @@
+// spmd-train: placeholder until the training loop lands.
+int main() { return 0; }

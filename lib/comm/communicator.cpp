@@ -1,0 +1,89 @@
+// TCPStore rendezvous and Gloo groups per mesh line (a PrefixStore per line, ranks renumbered).
+#include "comm/communicator.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "util/error.h"
+#include "util/torch_compat.h"
+
+namespace spmd {
+
+namespace {
+std::string axes_key(const std::vector<std::string>& axes) { return fmt::format("{}", fmt::join(axes, ",")); }
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                     int size, std::chrono::milliseconds timeout,
+                                                     const std::string& address) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
+  options->threads = 2;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+}  // namespace
+
+Communicator::Communicator(const Mesh& mesh) : mesh_(mesh) {
+  SPMD_CHECK(mesh.size() == 1, "a single-process run needs a mesh of size 1, but {} has {} devices",
+             mesh.describe(), mesh.size());
+}
+
+Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh)
+    : mesh_(mesh), rank_(info.rank),
+      timeout_(std::chrono::milliseconds(static_cast<int64_t>(info.timeout_s * 1000))) {
+  SPMD_CHECK(info.world_size == mesh.size(),
+             "the world has {} processes but mesh {} has {} devices; set --nproc or mesh.shape so they match",
+             info.world_size, mesh.describe(), mesh.size());
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(info.master_port);
+  options.isServer = info.rank == 0;
+  options.numWorkers = info.world_size;
+  options.waitWorkers = true;
+  options.timeout = timeout_;
+  try {
+    store_ = c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("rendezvous with {}:{} failed for rank {} (timeout {:.0f} s): {}",
+                                   info.master_addr, info.master_port, info.rank, info.timeout_s, e.what()));
+  }
+  // Gloo binds to the address peers reach us on: loopback for a local run.
+  address_ = info.master_addr == "localhost" ? "127.0.0.1" : info.master_addr;
+  if (info.local_world_size == info.world_size) address_ = "127.0.0.1";
+  try {
+    auto prefix = c10::make_intrusive<c10d::PrefixStore>("world", store_);
+    world_ = Group(make_gloo(prefix, info.rank, info.world_size, timeout_, address_), info.rank,
+                   info.world_size, "world", timeout_);
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("creating the world process group failed on rank {}: {}", info.rank, e.what()));
+  }
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::create_group(const std::vector<std::string>& axes) {
+  std::string key = axes_key(axes);
+  if (groups_.count(key)) return;
+  auto members = mesh_.group_ranks(rank_, axes);
+  int size = static_cast<int>(members.size());
+  int index = static_cast<int>(mesh_.index_along(rank_, axes));
+  std::string name = fmt::format("{}[{}]", key.empty() ? "self" : key, fmt::join(members, ","));
+  if (size == 1 || !store_) {
+    groups_[key] = Group();
+    return;
+  }
+  try {
+    auto prefix = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
+    groups_[key] = Group(make_gloo(prefix, index, size, timeout_, address_), index, size, name, timeout_);
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("creating process group {} failed on rank {}: {}", name, rank_, e.what()));
+  }
+}
+
+const Group& Communicator::along(const std::vector<std::string>& axes) const {
+  auto it = groups_.find(axes_key(axes));
+  SPMD_ASSERT(it != groups_.end(), "process group along ({}) was not created", axes_key(axes));
+  return it->second;
+}
+
+}  // namespace spmd

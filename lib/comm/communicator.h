@@ -1,0 +1,57 @@
+// Rendezvous (c10d TCPStore) and the process groups of a mesh: the world and every line of
+// every combination of axes the run needs, all created up front.
+#pragma once
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/group.h"
+#include "mesh/mesh.h"
+
+namespace c10d {
+class Store;
+}
+
+namespace spmd {
+
+struct RendezvousInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  double timeout_s = 300;
+};
+
+class Communicator {
+ public:
+  // Connects to the store (rank 0 hosts it) and builds the world group. Errors are
+  // RuntimeError with the address and what went wrong.
+  Communicator(const RendezvousInfo& info, const Mesh& mesh);
+  // A single-process communicator: every group is a group of one.
+  explicit Communicator(const Mesh& mesh);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  const Mesh& mesh() const { return mesh_; }
+  const Group& world() const { return world_; }
+  // Creates the groups along `axes` (ordered: first axis major) for this rank. Every rank must
+  // call it with the same axes in the same order.
+  void create_group(const std::vector<std::string>& axes);
+  // The group along `axes`; it must have been created.
+  const Group& along(const std::vector<std::string>& axes) const;
+
+ private:
+  Mesh mesh_;
+  int rank_ = 0;
+  std::chrono::milliseconds timeout_{0};
+  std::string address_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  Group world_;
+  std::map<std::string, Group> groups_;
+};
+
+}  // namespace spmd

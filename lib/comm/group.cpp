@@ -1,0 +1,73 @@
+// Collectives over one Gloo group; a group of one short-circuits every call.
+#include "comm/group.h"
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+#include "util/torch_compat.h"
+
+namespace spmd {
+
+Group::Group(c10::intrusive_ptr<c10d::ProcessGroupGloo> backend, int rank, int size, std::string name,
+             std::chrono::milliseconds timeout)
+    : backend_(std::move(backend)), rank_(rank), size_(size), name_(std::move(name)), timeout_(timeout) {}
+Group::~Group() = default;
+Group::Group(const Group&) = default;
+Group& Group::operator=(const Group&) = default;
+
+void Group::wait(const char* what, c10::intrusive_ptr<c10d::Work> work) const {
+  try {
+    work->wait(timeout_);
+  } catch (const std::exception& e) {
+    // Gloo reports a dead peer as a connection error or a timeout: say which group and why.
+    throw RuntimeError(fmt::format("{} over group '{}' ({} ranks) failed: {}; a peer process has probably "
+                                   "died or stopped responding",
+                                   what, name_, size_, e.what()));
+  }
+}
+
+void Group::all_reduce_sum(at::Tensor& tensor) const {
+  if (size_ == 1) return;
+  std::vector<at::Tensor> tensors{tensor};
+  wait("all-reduce", backend_->allreduce(tensors, c10d::AllreduceOptions{}));
+}
+
+void Group::all_reduce_max(at::Tensor& tensor) const {
+  if (size_ == 1) return;
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  wait("all-reduce", backend_->allreduce(tensors, options));
+}
+
+at::Tensor Group::all_gather(const at::Tensor& tensor, int64_t dim) const {
+  if (size_ == 1) return tensor;
+  std::vector<at::Tensor> inputs{tensor.contiguous()};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int i = 0; i < size_; ++i) outputs[0].push_back(at::empty_like(inputs[0]));
+  wait("all-gather", backend_->allgather(outputs, inputs));
+  return at::cat(outputs[0], dim);
+}
+
+at::Tensor Group::reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) const {
+  if (size_ == 1) return tensor;
+  // Gloo in libtorch 1.13 has no reduce-scatter: all-reduce, then keep our chunk.
+  at::Tensor sum = tensor.contiguous().clone();
+  all_reduce_sum(sum);
+  return sum.chunk(size_, dim)[rank_].contiguous();
+}
+
+void Group::broadcast(at::Tensor& tensor, int root) const {
+  if (size_ == 1) return;
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  wait("broadcast", backend_->broadcast(tensors, options));
+}
+
+void Group::barrier() const {
+  if (size_ == 1) return;
+  wait("barrier", backend_->barrier());
+}
+
+}  // namespace spmd

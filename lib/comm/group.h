@@ -1,0 +1,49 @@
+// A group of ranks along some mesh axes, with the few collectives the trainer needs.
+// A default-constructed Group is a group of one: every collective returns its input unchanged.
+#pragma once
+#include <chrono>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <c10/util/intrusive_ptr.h>
+
+namespace c10d {
+class ProcessGroupGloo;
+class Work;
+}
+
+namespace spmd {
+
+class Group {
+ public:
+  Group() = default;
+  Group(c10::intrusive_ptr<c10d::ProcessGroupGloo> backend, int rank, int size, std::string name,
+        std::chrono::milliseconds timeout);
+  ~Group();
+  Group(const Group&);
+  Group& operator=(const Group&);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return name_; }
+
+  void all_reduce_sum(at::Tensor& tensor) const;  // in place
+  void all_reduce_max(at::Tensor& tensor) const;  // in place
+  // Concatenation of every member's `tensor` along `dim`, in member order.
+  at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
+  // Sum over members, then this member's chunk along `dim`.
+  at::Tensor reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) const;
+  void broadcast(at::Tensor& tensor, int root) const;
+  void barrier() const;
+
+ private:
+  void wait(const char* what, c10::intrusive_ptr<c10d::Work> work) const;
+
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> backend_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::string name_ = "self";
+  std::chrono::milliseconds timeout_{0};
+};
+
+}  // namespace spmd

@@ -1,0 +1,359 @@
+// Config loading: YAML file + `--set` overrides -> typed, validated Config (see config.h).
+// Parsing and error locations live in yaml_reader; this file is the schema and its rules.
+#include "config/config.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include "config/yaml_reader.h"
+#include "util/error.h"
+
+namespace spmd {
+namespace {
+
+// ------------------------------------------------------------------------------ field rules
+
+void read_positive(const MapReader& r, const std::string& key, int64_t& out) {
+  r.read(key, out);
+  r.check(key, out > 0, "expected a positive integer");
+}
+
+void read_at_least(const MapReader& r, const std::string& key, int64_t& out, int64_t min) {
+  r.read(key, out);
+  r.check(key, out >= min,
+          min == 0 ? "expected a non-negative integer" : fmt::format("expected an integer >= {}", min));
+}
+
+void read_non_negative(const MapReader& r, const std::string& key, double& out) {
+  r.read(key, out);
+  r.check(key, out >= 0, "expected a non-negative number");
+}
+
+void read_fraction(const MapReader& r, const std::string& key, double& out) {
+  r.read(key, out);
+  r.check(key, out >= 0 && out < 1, "expected a number in [0, 1)");
+}
+
+void read_choice(const MapReader& r, const std::string& key, std::string& out,
+                 const std::vector<std::string>& choices) {
+  r.read(key, out);
+  r.check(key, std::find(choices.begin(), choices.end(), out) != choices.end(),
+          fmt::format("expected one of {}", fmt::join(choices, ", ")));
+}
+
+// ---------------------------------------------------------------------------------- sections
+
+MeshConfig read_mesh(const MapReader& top) {
+  MeshConfig mesh;
+  MapReader r = top.section("mesh", {"shape", "axes"});
+  r.read("shape", mesh.shape);
+  r.read("axes", mesh.axes);
+  r.check("shape", !mesh.shape.empty(), "expected at least one axis size");
+  for (size_t i = 0; i < mesh.shape.size(); ++i)
+    r.check_item("shape", i, mesh.shape[i] >= 1, "expected an axis size >= 1");
+  for (size_t i = 0; i < mesh.axes.size(); ++i) {
+    r.check_item("axes", i, !mesh.axes[i].empty(), "expected a non-empty axis name");
+    auto first = std::find(mesh.axes.begin(), mesh.axes.end(), mesh.axes[i]);
+    r.check_item("axes", i, first == mesh.axes.begin() + i,
+                 fmt::format("expected unique axis names ('{}' is also axis {})", mesh.axes[i],
+                             first - mesh.axes.begin()));
+  }
+  if (mesh.axes.size() != mesh.shape.size())
+    r.fail("axes", fmt::format("has {} name(s) [{}] but mesh.shape has {} size(s) [{}]; give one "
+                               "name per axis",
+                               mesh.axes.size(), fmt::join(mesh.axes, ", "), mesh.shape.size(),
+                               fmt::join(mesh.shape, ", ")));
+  return mesh;
+}
+
+// Each rule is [logical_name, target]; target is null, one mesh axis, or a list of them.
+std::vector<ShardingRule> read_sharding_rules(const MapReader& top, const MeshConfig& mesh) {
+  const std::string key = "sharding_rules";
+  const YAML::Node list = top.get(key);
+  if (!list.IsDefined() || list.IsNull()) return {};
+  if (!list.IsSequence())
+    top.fail(key, "expected a list of [logical_name, mesh_axes] pairs, got " + describe_yaml(list));
+
+  const std::string shape_help =
+      "expected [logical_name, mesh_axes] with mesh_axes null, a mesh axis or a list of them";
+  std::vector<ShardingRule> rules;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node rule_node = list[i];
+    const std::string path = top.item_path(key, i);
+    const YAML::Mark mark = top.item_mark(key, i);
+    auto fail = [&](const std::string& message) { top.doc().fail(path, mark, message); };
+
+    if (!rule_node.IsSequence() || rule_node.size() != 2)
+      fail(shape_help + ", got " + describe_yaml(rule_node));
+    const YAML::Node name = rule_node[0];
+    const YAML::Node target = rule_node[1];
+    if (!name.IsScalar() || name.Scalar().empty())
+      fail("expected a logical axis name first, got " + describe_yaml(name));
+
+    ShardingRule rule{name.Scalar(), {}};
+    if (target.IsScalar()) {
+      rule.mesh_axes.push_back(target.Scalar());
+    } else if (target.IsSequence()) {
+      for (const auto& axis : target) {
+        if (!axis.IsScalar()) fail(shape_help + "; got " + describe_yaml(axis) + " among its axes");
+        rule.mesh_axes.push_back(axis.Scalar());
+      }
+    } else if (!target.IsNull()) {
+      fail(shape_help + ", got " + describe_yaml(target) + " as mesh_axes");
+    }
+
+    for (size_t k = 0; k < rule.mesh_axes.size(); ++k) {
+      const std::string& axis = rule.mesh_axes[k];
+      if (std::find(mesh.axes.begin(), mesh.axes.end(), axis) == mesh.axes.end())
+        fail(fmt::format("rule '{}' names mesh axis '{}', which is not in the mesh{}; mesh axes: "
+                         "[{}]",
+                         rule.logical, axis, did_you_mean(axis, mesh.axes),
+                         fmt::join(mesh.axes, ", ")));
+      if (std::find(rule.mesh_axes.begin(), rule.mesh_axes.begin() + k, axis) !=
+          rule.mesh_axes.begin() + k)
+        fail(fmt::format("rule '{}' names mesh axis '{}' twice", rule.logical, axis));
+    }
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
+ModelConfig read_model(const MapReader& top) {
+  ModelConfig m;
+  MapReader r = top.section(
+      "model", {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias"});
+  read_positive(r, "vocab_size", m.vocab_size);
+  read_positive(r, "block_size", m.block_size);
+  read_positive(r, "n_layer", m.n_layer);
+  read_positive(r, "n_head", m.n_head);
+  read_positive(r, "n_embd", m.n_embd);
+  read_fraction(r, "dropout", m.dropout);
+  r.read("bias", m.bias);
+  if (m.n_embd % m.n_head != 0)
+    r.fail("n_embd", fmt::format("{} is not divisible by model.n_head = {} (each head gets "
+                                 "n_embd / n_head channels)",
+                                 m.n_embd, m.n_head));
+  return m;
+}
+
+DataConfig read_data(const MapReader& top) {
+  DataConfig d;
+  MapReader r = top.section("data", {"train", "val", "batch_size"});
+  r.read("train", d.train);  // existence is the data loader's business
+  r.read("val", d.val);
+  read_positive(r, "batch_size", d.batch_size);
+  return d;
+}
+
+TrainConfig read_train(const MapReader& top) {
+  TrainConfig t;
+  MapReader r = top.section(
+      "train", {"steps", "decay_steps", "seed", "lr", "min_lr", "warmup_steps", "weight_decay",
+                "beta1", "beta2", "grad_clip", "eval_every", "eval_batches", "log_every",
+                "skip_nonfinite"});
+  read_positive(r, "steps", t.steps);
+  read_at_least(r, "decay_steps", t.decay_steps, 0);
+  r.read("seed", t.seed);
+  r.read("lr", t.lr);
+  r.check("lr", t.lr > 0, "expected a positive number");
+  read_non_negative(r, "min_lr", t.min_lr);
+  read_at_least(r, "warmup_steps", t.warmup_steps, 0);
+  read_non_negative(r, "weight_decay", t.weight_decay);
+  read_fraction(r, "beta1", t.beta1);
+  read_fraction(r, "beta2", t.beta2);
+  read_non_negative(r, "grad_clip", t.grad_clip);
+  read_at_least(r, "eval_every", t.eval_every, 0);
+  read_positive(r, "eval_batches", t.eval_batches);
+  read_positive(r, "log_every", t.log_every);
+  r.read("skip_nonfinite", t.skip_nonfinite);
+  return t;
+}
+
+CheckpointConfig read_checkpoint(const MapReader& top) {
+  CheckpointConfig c;
+  MapReader r = top.section("checkpoint", {"dir", "every", "keep"});
+  r.read("dir", c.dir);
+  read_at_least(r, "every", c.every, 0);
+  read_at_least(r, "keep", c.keep, 1);
+  return c;
+}
+
+OutputConfig read_output(const MapReader& top) {
+  OutputConfig o;
+  MapReader r = top.section("output", {"dir"});
+  r.read("dir", o.dir);
+  return o;
+}
+
+RuntimeConfig read_runtime(const MapReader& top) {
+  RuntimeConfig rt;
+  MapReader r = top.section("runtime", {"backend", "device", "threads_per_rank", "timeout_s"});
+  read_choice(r, "backend", rt.backend, {"gloo", "nccl", "auto"});
+  read_choice(r, "device", rt.device, {"cpu", "cuda", "auto"});
+  if (r.has("threads_per_rank")) {
+    const YAML::Node v = r.get("threads_per_rank");
+    std::optional<int64_t> n;
+    if (v.IsScalar()) n = v.Scalar() == "auto" ? std::optional<int64_t>(0) : parse_int(v.Scalar());
+    r.check("threads_per_rank", n && *n >= 0, "expected 'auto' or a non-negative integer");
+    rt.threads_per_rank = *n;
+  }
+  r.read("timeout_s", rt.timeout_s);
+  r.check("timeout_s", rt.timeout_s > 0, "expected a positive number of seconds");
+  return rt;
+}
+
+Config build_config(const YamlDoc& doc) {
+  MapReader top(doc, doc.root(), "",
+                {"mesh", "sharding_rules", "model", "data", "train", "checkpoint", "output",
+                 "runtime"},
+                doc.root().Mark());
+  Config c;
+  c.mesh = read_mesh(top);
+  c.sharding_rules = read_sharding_rules(top, c.mesh);
+  c.model = read_model(top);
+  c.data = read_data(top);
+  c.train = read_train(top);
+  c.checkpoint = read_checkpoint(top);
+  c.output = read_output(top);
+  c.runtime = read_runtime(top);
+  return c;
+}
+
+// ---------------------------------------------------------------------------------- emitting
+
+// Shortest text that reads back as the same double, with a ".0" so it still looks like a float.
+std::string format_double(double x) {
+  std::string s = fmt::format("{}", x);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+}  // namespace
+
+std::string to_yaml(const Config& c) {
+  YAML::Emitter out;
+  out.SetNullFormat(YAML::LowerNull);
+  out << YAML::BeginMap;
+
+  out << YAML::Key << "mesh" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "shape" << YAML::Value << YAML::Flow << c.mesh.shape;
+  out << YAML::Key << "axes" << YAML::Value << YAML::Flow << c.mesh.axes;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "sharding_rules" << YAML::Value;
+  out << (c.sharding_rules.empty() ? YAML::Flow : YAML::Block) << YAML::BeginSeq;
+  for (const auto& rule : c.sharding_rules) {
+    out << YAML::Flow << YAML::BeginSeq << rule.logical;
+    if (rule.mesh_axes.empty()) {
+      out << YAML::Null;
+    } else if (rule.mesh_axes.size() == 1) {
+      out << rule.mesh_axes[0];
+    } else {
+      out << YAML::Flow << rule.mesh_axes;
+    }
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndSeq;
+
+  auto section = [&](const char* name) {
+    out << YAML::Key << name << YAML::Value << YAML::BeginMap;
+  };
+  auto field = [&](const char* name, const auto& value) {
+    out << YAML::Key << name << YAML::Value << value;
+  };
+  auto number = [&](const char* name, double value) { field(name, format_double(value)); };
+
+  section("model");
+  field("vocab_size", c.model.vocab_size);
+  field("block_size", c.model.block_size);
+  field("n_layer", c.model.n_layer);
+  field("n_head", c.model.n_head);
+  field("n_embd", c.model.n_embd);
+  number("dropout", c.model.dropout);
+  field("bias", c.model.bias);
+  out << YAML::EndMap;
+
+  section("data");
+  field("train", c.data.train);
+  field("val", c.data.val);
+  field("batch_size", c.data.batch_size);
+  out << YAML::EndMap;
+
+  section("train");
+  field("steps", c.train.steps);
+  field("decay_steps", c.train.decay_steps);
+  field("seed", c.train.seed);
+  number("lr", c.train.lr);
+  number("min_lr", c.train.min_lr);
+  field("warmup_steps", c.train.warmup_steps);
+  number("weight_decay", c.train.weight_decay);
+  number("beta1", c.train.beta1);
+  number("beta2", c.train.beta2);
+  number("grad_clip", c.train.grad_clip);
+  field("eval_every", c.train.eval_every);
+  field("eval_batches", c.train.eval_batches);
+  field("log_every", c.train.log_every);
+  field("skip_nonfinite", c.train.skip_nonfinite);
+  out << YAML::EndMap;
+
+  section("checkpoint");
+  field("dir", c.checkpoint.dir);
+  field("every", c.checkpoint.every);
+  field("keep", c.checkpoint.keep);
+  out << YAML::EndMap;
+
+  section("output");
+  field("dir", c.output.dir);
+  out << YAML::EndMap;
+
+  section("runtime");
+  field("backend", c.runtime.backend);
+  field("device", c.runtime.device);
+  if (c.runtime.threads_per_rank == 0) {
+    field("threads_per_rank", std::string("auto"));
+  } else {
+    field("threads_per_rank", c.runtime.threads_per_rank);
+  }
+  number("timeout_s", c.runtime.timeout_s);
+  out << YAML::EndMap;
+
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+Config parse_config(const std::string& yaml_text, const std::string& name,
+                    const std::vector<std::string>& overrides) {
+  Config c;
+  try {
+    YamlDoc doc(yaml_text, name);
+    for (const auto& spec : overrides) doc.apply_override(spec);
+    c = build_config(doc);
+  } catch (const YAML::Exception& e) {
+    // The reader checks node types before converting, so this is a backstop, not a path.
+    throw UsageError(fmt::format("{}: {}", name, e.what()));
+  }
+  c.source_path = name;
+  c.resolved_yaml = to_yaml(c);
+  return c;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(fmt::format("{}: cannot read config file: is a directory", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("{}: cannot read config file: {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw UsageError(fmt::format("{}: cannot read config file", path));
+  return parse_config(text.str(), path, overrides);
+}
+
+}  // namespace spmd

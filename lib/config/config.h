@@ -1,0 +1,95 @@
+// Typed configuration of a run: parsed from YAML once, validated once (see config.cpp).
+// Every field has a default; a YAML key that is not listed here is an error.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+struct MeshConfig {
+  std::vector<int64_t> shape{1};          // devices per axis; product = number of processes
+  std::vector<std::string> axes{"data"};  // one unique name per axis
+};
+
+// One Flax-style logical rule: logical name -> mesh axes (empty = null, replicated).
+struct ShardingRule {
+  std::string logical;
+  std::vector<std::string> mesh_axes;
+};
+
+struct ModelConfig {
+  int64_t vocab_size = 65;   // tokens in the vocabulary (padded up when `vocab` is sharded)
+  int64_t block_size = 64;   // context length
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  double dropout = 0.0;
+  bool bias = true;          // biases in linear layers and LayerNorms
+};
+
+struct DataConfig {
+  std::string train;         // token file, directory or glob of shards
+  std::string val;
+  int64_t batch_size = 12;   // global sequences per step, split over data-parallel ranks
+};
+
+struct TrainConfig {
+  int64_t steps = 2000;
+  int64_t decay_steps = 2000;  // cosine decay reaches min_lr here
+  int64_t seed = 1337;
+  double lr = 1.0e-3;
+  double min_lr = 1.0e-4;
+  int64_t warmup_steps = 100;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.99;
+  double grad_clip = 1.0;      // 0 disables clipping
+  int64_t eval_every = 250;    // 0 disables evaluation
+  int64_t eval_batches = 20;
+  int64_t log_every = 10;
+  bool skip_nonfinite = false; // skip a step with a NaN/Inf loss or gradient instead of stopping
+};
+
+struct CheckpointConfig {
+  std::string dir;           // empty: no checkpoints
+  int64_t every = 500;
+  int64_t keep = 3;
+};
+
+struct OutputConfig {
+  std::string dir = "out";   // metrics.jsonl and logs
+};
+
+struct RuntimeConfig {
+  std::string backend = "gloo";  // gloo | nccl | auto
+  std::string device = "cpu";    // cpu | cuda | auto
+  int64_t threads_per_rank = 0;  // 0 = auto: cores / local ranks
+  double timeout_s = 300;        // collective and rendezvous timeout
+};
+
+struct Config {
+  MeshConfig mesh;
+  std::vector<ShardingRule> sharding_rules;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+  OutputConfig output;
+  RuntimeConfig runtime;
+  std::string source_path;   // the YAML file it came from
+  std::string resolved_yaml; // the effective config (file + overrides) as YAML, for logs/checkpoints
+};
+
+// Loads `path`, applies `overrides` ("dotted.key=YAML value", later ones win), validates.
+// Throws UsageError whose message names file:line:col and the key.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Same, from YAML text (for tests); `name` stands in for the file name in messages.
+Config parse_config(const std::string& yaml_text, const std::string& name,
+                    const std::vector<std::string>& overrides = {});
+
+// The config as YAML text (what Config::resolved_yaml holds); parses back to the same Config.
+std::string to_yaml(const Config& config);
+
+}  // namespace spmd

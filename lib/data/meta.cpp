@@ -1,0 +1,136 @@
+// Reading, writing and applying a prepared dataset's vocabulary (see meta.h).
+#include "data/meta.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "data/utf8.h"
+#include "util/error.h"
+
+namespace spmd {
+namespace {
+
+constexpr const char* kFormat = "spmd-prepare/1";
+
+// The single code point that `s` encodes, or UsageError.
+char32_t single_code_point(const std::string& s, const std::string& origin) {
+  char32_t cp = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t used = s.empty() ? 0 : utf8_decode_one(p, s.size(), cp);
+  SPMD_CHECK(used != 0 && used == s.size(),
+             "{}: vocabulary entry {} is not exactly one UTF-8 character",
+             origin, nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return cp;
+}
+
+}  // namespace
+
+nlohmann::json meta_to_json(const DatasetMeta& meta) {
+  nlohmann::json j;
+  j["format"] = kFormat;
+  j["dtype"] = "uint16";
+  if (meta.vocab == VocabKind::kByte) {
+    j["vocabulary"] = "byte";
+  } else {
+    nlohmann::json chars = nlohmann::json::array();
+    for (char32_t cp : meta.chars) {
+      std::string s;
+      utf8_append(s, cp);
+      chars.push_back(s);
+    }
+    j["vocabulary"] = chars;
+  }
+  j["vocab_size"] = meta.vocab_size;
+  j["train_tokens"] = meta.train_tokens;
+  j["val_tokens"] = meta.val_tokens;
+  j["val_fraction"] = meta.val_fraction;
+  j["train"] = "train.bin";
+  j["val"] = "val.bin";
+  j["sources"] = meta.sources;
+  return j;
+}
+
+DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin) {
+  DatasetMeta meta;
+  try {
+    SPMD_CHECK(j.is_object(), "{}: not a JSON object", origin);
+    const auto& vocab = j.at("vocabulary");
+    if (vocab.is_string()) {
+      SPMD_CHECK(vocab.get<std::string>() == "byte",
+                 "{}: vocabulary must be \"byte\" or a list of characters", origin);
+      meta.vocab = VocabKind::kByte;
+      meta.vocab_size = 256;
+    } else {
+      SPMD_CHECK(vocab.is_array(), "{}: vocabulary must be \"byte\" or a list of characters",
+                 origin);
+      meta.vocab = VocabKind::kChar;
+      for (const auto& entry : vocab)
+        meta.chars.push_back(single_code_point(entry.get<std::string>(), origin));
+      meta.vocab_size = static_cast<int64_t>(meta.chars.size());
+      // encode() looks characters up by binary search.
+      SPMD_CHECK(std::adjacent_find(meta.chars.begin(), meta.chars.end(),
+                                    std::greater_equal<char32_t>()) == meta.chars.end(),
+                 "{}: vocabulary must list characters sorted by code point, each once", origin);
+    }
+    SPMD_CHECK(j.at("vocab_size").get<int64_t>() == meta.vocab_size,
+               "{}: vocab_size {} does not match the {} vocabulary entries", origin,
+               j.at("vocab_size").get<int64_t>(), meta.vocab_size);
+    meta.train_tokens = j.value("train_tokens", int64_t{0});
+    meta.val_tokens = j.value("val_tokens", int64_t{0});
+    meta.val_fraction = j.value("val_fraction", 0.1);
+    meta.sources = j.value("sources", std::vector<std::string>{});
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: malformed dataset meta: {}", origin, e.what()));
+  }
+  return meta;
+}
+
+DatasetMeta read_meta(const std::string& path) {
+  std::ifstream in(path);
+  SPMD_CHECK(in.good(), "{}: cannot open dataset meta", path);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: not valid JSON: {}", path, e.what()));
+  }
+  return meta_from_json(j, path);
+}
+
+std::string decode(const DatasetMeta& meta, const std::vector<int64_t>& tokens) {
+  std::string out;
+  out.reserve(tokens.size());
+  for (int64_t id : tokens) {
+    SPMD_CHECK(id >= 0 && id < meta.vocab_size, "token id {} is outside the vocabulary of {}", id,
+               meta.vocab_size);
+    if (meta.vocab == VocabKind::kByte) out += static_cast<char>(id);
+    else utf8_append(out, meta.chars[static_cast<size_t>(id)]);
+  }
+  return out;
+}
+
+std::vector<int64_t> encode(const DatasetMeta& meta, std::string_view text) {
+  std::vector<int64_t> ids;
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  if (meta.vocab == VocabKind::kByte) {
+    ids.assign(p, p + text.size());
+    return ids;
+  }
+  for (size_t pos = 0; pos < text.size();) {
+    char32_t cp = 0;
+    size_t used = utf8_decode_one(p + pos, text.size() - pos, cp);
+    SPMD_CHECK(used != 0, "invalid UTF-8 at byte offset {} of the text to encode", pos);
+    auto it = std::lower_bound(meta.chars.begin(), meta.chars.end(), cp);
+    SPMD_CHECK(it != meta.chars.end() && *it == cp,
+               "character U+{:04X} at byte offset {} is not in the vocabulary",
+               static_cast<uint32_t>(cp), pos);
+    ids.push_back(it - meta.chars.begin());
+    pos += used;
+  }
+  return ids;
+}
+
+}  // namespace spmd

@@ -1,0 +1,229 @@
+// The two-pass prepare pipeline (see prepare.h): pass 1 finds the vocabulary and the token count,
+// pass 2 encodes and writes the split. Inputs are memory-mapped, outputs streamed, so memory stays
+// small whatever the corpus size.
+#include "data/prepare.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "data/input_files.h"
+#include "data/mapped_file.h"
+#include "data/utf8.h"
+#include "util/error.h"
+
+namespace spmd {
+namespace {
+
+constexpr size_t kChunkBytes = 1 << 20;
+constexpr size_t kProgressBytes = size_t{16} << 20;
+
+// Reports "pass k/2: X / Y MB (Z%)" each time another 16 MB has been read.
+class Progress {
+ public:
+  Progress(const std::function<void(const std::string&)>& sink, size_t total)
+      : sink_(sink), total_(total) {}
+  void start_pass(int pass) {
+    pass_ = pass;
+    done_ = 0;
+    next_report_ = kProgressBytes;
+  }
+  void add(size_t bytes) {
+    done_ += bytes;
+    if (!sink_ || done_ < next_report_) return;
+    next_report_ = done_ + kProgressBytes;
+    sink_(fmt::format("pass {}/2: {:.0f} / {:.0f} MB ({:.0f}%)", pass_, done_ / 1048576.0,
+                      total_ / 1048576.0, 100.0 * done_ / total_));
+  }
+
+ private:
+  const std::function<void(const std::string&)>& sink_;
+  size_t total_;
+  size_t done_ = 0;
+  size_t next_report_ = kProgressBytes;
+  int pass_ = 1;
+};
+
+// Calls fn(code point) over a whole file; invalid UTF-8 is a UsageError naming file and offset.
+template <class Fn>
+void for_each_code_point(const MappedFile& file, Progress& progress, Fn&& fn) {
+  const unsigned char* p = file.data();
+  const size_t n = file.size();
+  size_t pos = 0;
+  while (pos < n) {
+    const size_t start = pos;
+    const size_t chunk_end = std::min(n, pos + kChunkBytes);
+    while (pos < chunk_end) {
+      if (p[pos] < 0x80) {  // ASCII fast path
+        fn(char32_t(p[pos++]));
+        continue;
+      }
+      char32_t cp = 0;
+      size_t used = utf8_decode_one(p + pos, n - pos, cp);
+      if (used == 0)
+        throw UsageError(fmt::format(
+            "{}: invalid UTF-8 at byte offset {} (use --vocab byte for non-UTF-8 input)",
+            file.path(), pos));
+      fn(cp);
+      pos += used;
+    }
+    progress.add(pos - start);
+  }
+}
+
+// An output written under "<path>.tmp" and renamed into place by commit(); removed if abandoned.
+class OutputFile {
+ public:
+  explicit OutputFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
+    file_ = std::fopen(tmp_.c_str(), "wb");
+    if (file_ == nullptr)
+      throw RuntimeError(fmt::format("{}: cannot create: {}", tmp_, std::strerror(errno)));
+  }
+  ~OutputFile() {
+    if (file_ != nullptr) std::fclose(file_);
+    if (!committed_) std::remove(tmp_.c_str());
+  }
+  void write(const void* data, size_t bytes) {
+    if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes)
+      throw RuntimeError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
+  }
+  void commit() {
+    int rc = std::fclose(file_);
+    file_ = nullptr;
+    if (rc != 0) throw RuntimeError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+      throw RuntimeError(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
+    committed_ = true;
+  }
+
+ private:
+  std::string path_, tmp_;
+  std::FILE* file_ = nullptr;
+  bool committed_ = false;
+};
+
+// Buffers tokens and sends the first n_train to train.bin, the rest to val.bin.
+class SplitWriter {
+ public:
+  SplitWriter(OutputFile& train, OutputFile& val, int64_t n_train)
+      : train_(train), val_(val), n_train_(n_train) {
+    buffer_.reserve(kBufferTokens);
+  }
+  void put(uint16_t token) {
+    buffer_.push_back(token);
+    if (buffer_.size() == kBufferTokens) flush();
+  }
+  void flush() {
+    size_t to_train = static_cast<size_t>(
+        std::clamp<int64_t>(n_train_ - written_, 0, static_cast<int64_t>(buffer_.size())));
+    train_.write(buffer_.data(), to_train * 2);
+    val_.write(buffer_.data() + to_train, (buffer_.size() - to_train) * 2);
+    written_ += static_cast<int64_t>(buffer_.size());
+    buffer_.clear();
+  }
+  int64_t written() const { return written_ + static_cast<int64_t>(buffer_.size()); }
+
+ private:
+  static constexpr size_t kBufferTokens = 1 << 20;
+  OutputFile& train_;
+  OutputFile& val_;
+  int64_t n_train_;
+  int64_t written_ = 0;
+  std::vector<uint16_t> buffer_;
+};
+
+}  // namespace
+
+DatasetMeta prepare(const PrepareOptions& options) {
+  namespace fs = std::filesystem;
+  SPMD_CHECK(!options.out_dir.empty(), "no output directory given (--out)");
+  SPMD_CHECK(options.val_fraction >= 0 && options.val_fraction < 1,
+             "--val-fraction must be in [0, 1), got {}", options.val_fraction);
+  std::vector<std::string> files = collect_input_files(options.inputs, options.exclude);
+  size_t total_bytes = 0;
+  for (const auto& f : files) total_bytes += MappedFile(f).size();
+  SPMD_CHECK(total_bytes > 0, "input is empty: {} file(s), all empty, starting with {}",
+             files.size(), files.front());
+
+  DatasetMeta meta;
+  meta.vocab = options.vocab;
+  meta.val_fraction = options.val_fraction;
+  meta.sources = files;
+  Progress progress(options.progress, total_bytes);
+  const bool by_char = options.vocab == VocabKind::kChar;
+
+  // Pass 1: the vocabulary and the token count.
+  int64_t n_tokens = 0;
+  std::vector<int32_t> id_of;  // code point -> token id (char vocabulary), -1 = unseen
+  if (by_char) {
+    std::vector<bool> seen(kMaxCodePoint + 1, false);
+    for (const auto& f : files) {
+      MappedFile map(f);
+      for_each_code_point(map, progress, [&](char32_t cp) {
+        seen[cp] = true;
+        ++n_tokens;
+      });
+    }
+    for (char32_t cp = 0; cp <= kMaxCodePoint; ++cp)
+      if (seen[cp]) meta.chars.push_back(cp);
+    SPMD_CHECK(meta.chars.size() <= 65536,
+               "the input has {} distinct characters, more than uint16 tokens hold: use --vocab byte",
+               meta.chars.size());
+    id_of.assign(kMaxCodePoint + 1, -1);
+    for (size_t i = 0; i < meta.chars.size(); ++i) id_of[meta.chars[i]] = static_cast<int32_t>(i);
+    meta.vocab_size = static_cast<int64_t>(meta.chars.size());
+  } else {
+    n_tokens = static_cast<int64_t>(total_bytes);
+    meta.vocab_size = 256;
+  }
+
+  // Like nanoGPT: train = data[:int(n * (1 - f))], val = the rest.
+  const auto n_train = static_cast<int64_t>(static_cast<double>(n_tokens) * (1 - options.val_fraction));
+  meta.train_tokens = n_train;
+  meta.val_tokens = n_tokens - n_train;
+  SPMD_CHECK(meta.train_tokens > 0 && (options.val_fraction == 0 || meta.val_tokens > 0),
+             "input of {} tokens is too small to split with --val-fraction {}", n_tokens,
+             options.val_fraction);
+
+  // Pass 2: encode and write.
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  if (ec)
+    throw RuntimeError(fmt::format("{}: cannot create directory: {}", options.out_dir, ec.message()));
+  const fs::path out(options.out_dir);
+  OutputFile train((out / "train.bin").string());
+  OutputFile val((out / "val.bin").string());
+  SplitWriter writer(train, val, n_train);
+  progress.start_pass(2);
+  for (const auto& f : files) {
+    MappedFile map(f);
+    if (by_char) {
+      for_each_code_point(map, progress, [&](char32_t cp) {
+        if (id_of[cp] < 0)
+          throw RuntimeError(fmt::format("{}: changed while being read (new character U+{:04X})",
+                                         f, static_cast<uint32_t>(cp)));
+        writer.put(static_cast<uint16_t>(id_of[cp]));
+      });
+    } else {
+      for (size_t i = 0; i < map.size(); ++i) writer.put(map.data()[i]);
+      progress.add(map.size());
+    }
+  }
+  writer.flush();
+  if (writer.written() != n_tokens)
+    throw RuntimeError(fmt::format("input changed while being read: {} tokens, then {}", n_tokens,
+                                   writer.written()));
+  train.commit();
+  val.commit();
+
+  OutputFile meta_file((out / "meta.json").string());
+  std::string text = meta_to_json(meta).dump(1) + "\n";
+  meta_file.write(text.data(), text.size());
+  meta_file.commit();
+  return meta;
+}
+
+}  // namespace spmd

@@ -1,0 +1,71 @@
+// PartitionSpec, NamedSharding and Flax-style logical sharding rules: sharding as a small value.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "mesh/mesh.h"
+
+namespace spmd {
+
+// One entry per tensor dimension: the mesh axes it is sharded over (empty = replicated,
+// several = sharded over their product, first name major). Missing trailing dims are replicated.
+struct PartitionSpec {
+  std::vector<std::vector<std::string>> dims;
+
+  const std::vector<std::string>& axes_of(size_t dim) const;  // empty past the end
+  std::vector<std::string> used_axes() const;                 // in order of appearance
+  std::string to_string() const;                              // P(None, 'model')
+  bool operator==(const PartitionSpec& other) const;
+};
+
+// A mesh and a spec applied to one tensor of a given global shape.
+class NamedSharding {
+ public:
+  // Validates the spec against the mesh and shape; errors name `tensor_name`, the dim and sizes.
+  NamedSharding(const Mesh& mesh, PartitionSpec spec, std::vector<int64_t> global_shape,
+                std::string tensor_name);
+
+  const Mesh& mesh() const { return mesh_; }
+  const PartitionSpec& spec() const { return spec_; }
+  const std::vector<int64_t>& global_shape() const { return global_shape_; }
+  const std::string& tensor_name() const { return tensor_name_; }
+
+  std::vector<int64_t> shard_shape() const;               // the same on every rank
+  std::vector<int64_t> shard_offset(int64_t rank) const;  // global index of the block's start
+  int64_t shard_numel() const;
+  int64_t num_shards(size_t dim) const;                   // product of the dim's axes
+  // Mesh axes the spec does not use: ranks differing only along them hold the same block.
+  std::vector<std::string> replicated_axes() const;
+  // Groups of ranks holding the same block, ordered by block (row-major over the blocks).
+  std::vector<std::vector<int64_t>> replica_groups() const;
+  // True for exactly one rank per distinct block (coordinate 0 on every replicated axis).
+  bool is_primary_replica(int64_t rank) const;
+
+ private:
+  Mesh mesh_;  // a copy: a few small vectors
+  PartitionSpec spec_;
+  std::vector<int64_t> global_shape_;
+  std::string tensor_name_;
+};
+
+// Ordered Flax rules: logical name -> mesh axes.
+class LogicalRules {
+ public:
+  // Validates that every rule's mesh axes exist on `mesh` and are not repeated within a rule.
+  LogicalRules(std::vector<ShardingRule> rules, const Mesh& mesh);
+
+  // Flax's algorithm: rules in order; a rule applies to a dim when that dim is still
+  // unassigned and none of its mesh axes is used yet in this spec; the rest is replicated.
+  // "" names a dimension that is never sharded. A name no rule mentions is an error.
+  PartitionSpec resolve(const std::vector<std::string>& logical_axes,
+                        const std::string& tensor_name) const;
+  std::vector<std::string> known_names() const;
+  const std::vector<ShardingRule>& rules() const { return rules_; }
+
+ private:
+  std::vector<ShardingRule> rules_;
+};
+
+}  // namespace spmd

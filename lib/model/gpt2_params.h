@@ -1,0 +1,37 @@
+// GPT-2's parameters as a table: name, global shape, logical axes, initializer. No tensors here.
+// Weights are stored input-major (x @ W), like GPT-2's original Conv1D, and attention tensors
+// carry separate (heads, head_dim) dims so that sharding `heads` always splits whole heads.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace spmd {
+
+enum class ParamInit { kNormal, kZeros, kOnes };
+
+struct ParamInfo {
+  std::string name;                  // h.0.attn.c_attn.weight
+  std::vector<int64_t> shape;        // global shape
+  std::vector<std::string> logical;  // one logical axis per dim; "" = never sharded
+  ParamInit init = ParamInit::kNormal;
+  double init_std = 0.02;            // for kNormal
+  bool weight_decay = false;         // AdamW decay applies to matrices only (as nanoGPT)
+  int64_t input_dims = 0;            // for dense weights: leading dims contracted with the input
+};
+
+// Logical axis vocabulary of the model (activations and parameters).
+inline const std::vector<std::string>& gpt2_logical_names() {
+  static const std::vector<std::string> names{"batch", "seq", "vocab", "embed", "heads", "kv", "mlp"};
+  return names;
+}
+
+// All parameters in a fixed order. `padded_vocab` >= config.vocab_size rows of the embedding.
+std::vector<ParamInfo> gpt2_param_table(const ModelConfig& config, int64_t padded_vocab);
+
+// Number of parameters excluding padding and position embeddings (as GPT-2 papers count).
+int64_t gpt2_num_params(const ModelConfig& config, bool include_position_embedding = true);
+
+}  // namespace spmd

@@ -1,0 +1,38 @@
+// What the GPT-2 code may ask of the runtime. The model speaks logical axis names and parameter
+// names only; an implementation decides what communication that needs (lib/parallel).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+namespace spmd {
+
+class ModelOps {
+ public:
+  virtual ~ModelOps() = default;
+
+  // The parameter as this rank computes with it (FSDP shards gathered; tensor-parallel dims
+  // stay local).
+  virtual at::Tensor param(const std::string& name) = 0;
+  virtual bool has_param(const std::string& name) const = 0;
+
+  // y = x . W (+ b), contracting the last `contracted_dims` dims of x with the first of W.
+  virtual at::Tensor dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
+                           int64_t contracted_dims) = 0;
+
+  // Rows of an embedding table (vocab, embed) for token ids (B, T) -> (B, T, C).
+  virtual at::Tensor embed(const std::string& table, const at::Tensor& ids) = 0;
+
+  // Mean cross-entropy of logits x . table^T over this rank's tokens; padded vocab rows excluded.
+  virtual at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) = 0;
+
+  // Dropout whose mask is a function of (seed, step, site, global element index); `logical`
+  // names x's dims so the global index can be known.
+  virtual at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) = 0;
+
+  // with_sharding_constraint: x should have the layout the rules give `logical`.
+  virtual at::Tensor constrain(const at::Tensor& x, const std::vector<std::string>& logical) = 0;
+};
+
+}  // namespace spmd

@@ -1,0 +1,37 @@
+// AdamW on local shards: its state takes each parameter's sharding, so it shrinks with the mesh.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "config/config.h"
+
+namespace spmd {
+
+class AdamW {
+ public:
+  // `decay[i]` says whether parameter i gets weight decay (matrices only, as nanoGPT).
+  AdamW(std::vector<at::Tensor> params, std::vector<bool> decay, const TrainConfig& config);
+
+  // One update with learning rate `lr`; gradients already synchronized and clipped.
+  void step(double lr);
+
+  int64_t steps_taken() const { return steps_; }
+  void set_steps_taken(int64_t steps) { steps_ = steps; }
+  std::vector<at::Tensor>& exp_avg() { return exp_avg_; }
+  std::vector<at::Tensor>& exp_avg_sq() { return exp_avg_sq_; }
+  int64_t state_bytes() const;
+
+ private:
+  std::vector<at::Tensor> params_;
+  std::vector<bool> decay_;
+  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;
+  double beta1_, beta2_, eps_ = 1e-8, weight_decay_;
+  int64_t steps_ = 0;
+};
+
+// Linear warmup, then cosine decay to min_lr at decay_steps, then min_lr (nanoGPT's schedule).
+double learning_rate_at(const TrainConfig& config, int64_t step);
+
+}  // namespace spmd

@@ -1,0 +1,83 @@
+// splitmix64-based counter hashing; Box-Muller for normals.
+#include "parallel/counter_rng.h"
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+inline uint64_t draw(uint64_t seed, uint64_t stream, uint64_t counter) {
+  return splitmix64(splitmix64(seed ^ splitmix64(stream)) ^ counter);
+}
+
+// Uniform in (0, 1] from the top 53 bits.
+inline double unit(uint64_t bits) { return (static_cast<double>(bits >> 11) + 1.0) * (1.0 / 9007199254740992.0); }
+
+// Calls f(local_index, global_index) for every element of the block, in row-major local order.
+template <typename F>
+void for_each_global_index(const std::vector<int64_t>& local_shape, const std::vector<int64_t>& global_shape,
+                           const std::vector<int64_t>& offset, F f) {
+  const size_t nd = local_shape.size();
+  int64_t numel = 1;
+  for (int64_t s : local_shape) numel *= s;
+  if (numel == 0) return;
+  if (nd == 0) {
+    f(0, 0);
+    return;
+  }
+  // Global strides; walk the local block row by row (the last dim is contiguous in both).
+  std::vector<int64_t> global_stride(nd, 1);
+  for (int64_t d = static_cast<int64_t>(nd) - 2; d >= 0; --d) global_stride[d] = global_stride[d + 1] * global_shape[d + 1];
+  std::vector<int64_t> index(nd, 0);
+  const int64_t row = local_shape[nd - 1];
+  for (int64_t start = 0; start < numel; start += row) {
+    int64_t base = 0;
+    for (size_t d = 0; d < nd; ++d) base += (index[d] + offset[d]) * global_stride[d];
+    for (int64_t j = 0; j < row; ++j) f(start + j, base + j);
+    for (int64_t d = static_cast<int64_t>(nd) - 2; d >= 0; --d) {
+      if (++index[d] < local_shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+}  // namespace
+
+uint64_t stream_id(const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+void fill_normal_block(at::Tensor& local, const std::vector<int64_t>& global_shape,
+                       const std::vector<int64_t>& offset, uint64_t seed, uint64_t stream, double std) {
+  SPMD_ASSERT(local.is_contiguous() && local.scalar_type() == at::kFloat, "fill_normal_block needs contiguous float");
+  float* out = local.data_ptr<float>();
+  for_each_global_index(local.sizes().vec(), global_shape, offset, [&](int64_t li, int64_t gi) {
+    // Box-Muller on two draws keyed by the global index.
+    double u1 = unit(draw(seed, stream, 2 * static_cast<uint64_t>(gi)));
+    double u2 = unit(draw(seed, stream, 2 * static_cast<uint64_t>(gi) + 1));
+    out[li] = static_cast<float>(std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+  });
+}
+
+at::Tensor dropout_mask_block(const std::vector<int64_t>& local_shape, const std::vector<int64_t>& global_shape,
+                              const std::vector<int64_t>& offset, uint64_t seed, uint64_t stream, double p) {
+  at::Tensor mask = at::empty(local_shape, at::kFloat);
+  float* out = mask.data_ptr<float>();
+  const float keep_scale = static_cast<float>(1.0 / (1.0 - p));
+  for_each_global_index(local_shape, global_shape, offset, [&](int64_t li, int64_t gi) {
+    out[li] = unit(draw(seed, stream, static_cast<uint64_t>(gi))) > p ? keep_scale : 0.0f;
+  });
+  return mask;
+}
+
+}  // namespace spmd

@@ -1,0 +1,24 @@
+// Counter-based random numbers: element i of a stream is a pure function of (seed, stream, i),
+// so every rank can draw exactly its own shard of a parameter or dropout mask, and the global
+// values do not depend on the mesh.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+namespace spmd {
+
+uint64_t stream_id(const std::string& name);  // a stable 64-bit hash of a name
+
+// Fills `local` (a contiguous float tensor, the block of a global array of `global_shape`
+// starting at `offset`) with N(0, std^2) draws indexed by the global element index.
+void fill_normal_block(at::Tensor& local, const std::vector<int64_t>& global_shape,
+                       const std::vector<int64_t>& offset, uint64_t seed, uint64_t stream, double std);
+
+// Dropout keep-mask scaled by 1/(1-p) for the block of a global array, as above.
+at::Tensor dropout_mask_block(const std::vector<int64_t>& local_shape, const std::vector<int64_t>& global_shape,
+                              const std::vector<int64_t>& offset, uint64_t seed, uint64_t stream, double p);
+
+}  // namespace spmd

@@ -1,0 +1,43 @@
+// The layout of a GPT-2 over a mesh: every parameter's NamedSharding from the logical rules,
+// the batch (data-parallel) axes, the padded vocabulary. Computed abstractly: no tensors.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "mesh/mesh.h"
+#include "mesh/sharding.h"
+#include "model/gpt2_params.h"
+
+namespace spmd {
+
+struct ParamLayout {
+  ParamInfo info;
+  NamedSharding sharding;
+  // Sharded mesh axes of each dim split by role: those the batch is sharded over (FSDP: gathered
+  // before use) and the others (tensor parallel: the layer computes on the shard).
+  std::vector<std::vector<std::string>> fsdp_axes;
+  std::vector<std::vector<std::string>> tp_axes;
+  bool is_fsdp() const;
+  std::vector<int64_t> gathered_shape() const;  // shape after the FSDP all-gather
+};
+
+struct ModelLayout {
+  Mesh mesh;
+  LogicalRules rules;
+  ModelConfig model;
+  int64_t padded_vocab = 0;              // vocab_size rounded up to the vocab dim's shard count
+  std::vector<std::string> batch_axes;   // mesh axes of the activations' `batch` dim
+  PartitionSpec activation_spec;         // ('batch', 'seq', 'embed') resolved
+  std::vector<ParamLayout> params;       // in gpt2_param_table order
+
+  int64_t dp_size() const { return mesh.axes_size(batch_axes); }
+  int64_t dp_index(int64_t rank) const { return mesh.index_along(rank, batch_axes); }
+  const ParamLayout& param(const std::string& name) const;
+};
+
+// Resolves everything and validates divisibility; errors name the tensor, dim and sizes.
+ModelLayout plan_layout(const Config& config);
+
+}  // namespace spmd

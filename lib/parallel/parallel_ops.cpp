@@ -1,0 +1,124 @@
+// How each logical operation becomes local compute + collectives.
+#include "parallel/parallel_ops.h"
+
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "comm/collectives.h"
+#include "parallel/counter_rng.h"
+#include "parallel/vocab_parallel_loss.h"
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+std::vector<std::string> concat_axes(const std::vector<std::vector<std::string>>& per_dim, size_t begin, size_t end) {
+  std::vector<std::string> out;
+  for (size_t d = begin; d < end && d < per_dim.size(); ++d) out.insert(out.end(), per_dim[d].begin(), per_dim[d].end());
+  return out;
+}
+}  // namespace
+
+const ParamLayout& ParallelOps::layout_of(const std::string& name) const {
+  return model_.layout().params[model_.index_of(name)];
+}
+
+bool ParallelOps::has_param(const std::string& name) const {
+  for (const auto& p : model_.layout().params)
+    if (p.info.name == name) return true;
+  return false;
+}
+
+at::Tensor ParallelOps::param(const std::string& name) {
+  size_t i = model_.index_of(name);
+  const auto& layout = model_.layout().params[i];
+  at::Tensor t = model_.params()[i];
+  // FSDP: all-gather the dims sharded over batch axes; the gradient is reduce-scattered back.
+  for (size_t d = 0; d < layout.fsdp_axes.size(); ++d)
+    if (!layout.fsdp_axes[d].empty()) t = gather_params_from_group(t, static_cast<int64_t>(d), group(layout.fsdp_axes[d]));
+  return t;
+}
+
+at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
+                              int64_t contracted_dims) {
+  const auto& layout = layout_of(weight);
+  SPMD_ASSERT(layout.info.input_dims == contracted_dims, "{}: dense over {} dims, table says {}", weight,
+              contracted_dims, layout.info.input_dims);
+  const size_t n = static_cast<size_t>(contracted_dims);
+  auto in_tp = concat_axes(layout.tp_axes, 0, n);
+  auto out_tp = concat_axes(layout.tp_axes, n, layout.tp_axes.size());
+  at::Tensor w = param(weight);
+  at::Tensor input = x;
+  // Column-parallel: the replicated input fans out to shards of the output features.
+  if (!out_tp.empty()) input = copy_to_group(input, group(out_tp));
+  std::vector<int64_t> x_dims(n), w_dims(n);
+  std::iota(w_dims.begin(), w_dims.end(), 0);
+  for (size_t k = 0; k < n; ++k) x_dims[k] = input.dim() - static_cast<int64_t>(n) + static_cast<int64_t>(k);
+  at::Tensor y = at::tensordot(input, w, x_dims, w_dims);
+  // Row-parallel: each shard of the input features gives a partial sum.
+  if (!in_tp.empty()) y = reduce_from_group(y, group(in_tp));
+  if (!bias.empty()) y = y + param(bias);
+  return y;
+}
+
+at::Tensor ParallelOps::embed(const std::string& table, const at::Tensor& ids) {
+  const auto& layout = layout_of(table);
+  at::Tensor w = param(table);  // (V_local, C)
+  const auto& vocab_tp = layout.tp_axes[0];
+  if (vocab_tp.empty()) return at::embedding(w, ids);
+  // Vocab-parallel: look up the ids this shard owns, zeros elsewhere, then sum over the group.
+  const int64_t rows = w.size(0);
+  const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
+  at::Tensor local = ids - offset;
+  at::Tensor outside = (local < 0) | (local >= rows);
+  at::Tensor out = at::embedding(w, local.masked_fill(outside, 0)) * (~outside).unsqueeze(-1).to(w.scalar_type());
+  return reduce_from_group(out, group(vocab_tp));
+}
+
+at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) {
+  const auto& layout = layout_of(table);
+  const auto& vocab_tp = layout.tp_axes[0];
+  const Group& vocab_group = group(vocab_tp);
+  at::Tensor w = param(table);                                   // (V_local, C)
+  at::Tensor logits = at::matmul(copy_to_group(x, vocab_group), w.t());  // (B, T, V_local)
+  const int64_t rows = w.size(0);
+  const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
+  return vocab_parallel_cross_entropy(logits.reshape({-1, rows}), targets.reshape({-1}), offset,
+                                      model_.layout().model.vocab_size, vocab_group);
+}
+
+at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
+  const auto& layout = model_.layout();
+  double p = layout.model.dropout;
+  if (p <= 0) return x;
+  PartitionSpec spec = layout.rules.resolve(logical, site);
+  std::vector<int64_t> local = x.sizes().vec(), global(local.size()), offset(local.size());
+  for (size_t d = 0; d < local.size(); ++d) {
+    const auto& axes = spec.axes_of(d);
+    global[d] = local[d] * layout.mesh.axes_size(axes);
+    offset[d] = layout.mesh.index_along(model_.comm().rank(), axes) * local[d];
+  }
+  at::Tensor mask = dropout_mask_block(local, global, offset, seed_,
+                                       stream_id(fmt::format("{}@step{}", site, step_)), p);
+  return x * mask;
+}
+
+at::Tensor ParallelOps::constrain(const at::Tensor& x, const std::vector<std::string>& logical) {
+  // The layouts the runtime executes keep the residual stream sharded on the batch axes and
+  // replicated elsewhere, which is exactly what the rules ask for here: check, no collective.
+  const auto& layout = model_.layout();
+  PartitionSpec spec = layout.rules.resolve(logical, "activations");
+  for (size_t d = 0; d < logical.size(); ++d) {
+    const auto& axes = spec.axes_of(d);
+    bool is_batch = d == 0 && axes == layout.batch_axes;
+    if (!is_batch && !axes.empty())
+      throw UsageError(fmt::format("activation constraint {}: dim {} ('{}') maps to mesh axes {}; only the batch dim "
+                                   "of block-boundary activations may be sharded (map '{}' to null)",
+                                   spec.to_string(), d, logical[d], axes, logical[d]));
+  }
+  return x;
+}
+
+}  // namespace spmd

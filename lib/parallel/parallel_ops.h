@@ -1,0 +1,34 @@
+// ModelOps over a ShardedModel: turns the model's logical requests into local compute plus the
+// collectives the layout needs (FSDP gathers, Megatron column/row splits, vocab-parallel loss).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "model/model_ops.h"
+#include "parallel/sharded_model.h"
+
+namespace spmd {
+
+class ParallelOps : public ModelOps {
+ public:
+  ParallelOps(ShardedModel& model, uint64_t seed, int64_t step) : model_(model), seed_(seed), step_(step) {}
+
+  at::Tensor param(const std::string& name) override;
+  bool has_param(const std::string& name) const override;
+  at::Tensor dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
+                   int64_t contracted_dims) override;
+  at::Tensor embed(const std::string& table, const at::Tensor& ids) override;
+  at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
+  at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;
+  at::Tensor constrain(const at::Tensor& x, const std::vector<std::string>& logical) override;
+
+ private:
+  const ParamLayout& layout_of(const std::string& name) const;
+  const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
+
+  ShardedModel& model_;
+  uint64_t seed_;
+  int64_t step_;
+};
+
+}  // namespace spmd

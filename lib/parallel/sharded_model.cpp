@@ -1,0 +1,113 @@
+// Validation of executable layouts, process-group creation, sharded initialization.
+#include "parallel/sharded_model.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "parallel/counter_rng.h"
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+std::vector<std::string> concat_axes(const std::vector<std::vector<std::string>>& per_dim, size_t begin, size_t end) {
+  std::vector<std::string> out;
+  for (size_t d = begin; d < end && d < per_dim.size(); ++d) out.insert(out.end(), per_dim[d].begin(), per_dim[d].end());
+  return out;
+}
+}  // namespace
+
+ShardedModel::ShardedModel(ModelLayout layout, Communicator& comm, uint64_t seed)
+    : layout_(std::move(layout)), comm_(&comm) {
+  validate_layout();
+  create_groups();
+  const int64_t rank = comm.rank();
+  for (const auto& p : layout_.params) {
+    at::Tensor local = at::empty(p.sharding.shard_shape(), at::kFloat);
+    auto offset = p.sharding.shard_offset(rank);
+    switch (p.info.init) {
+      case ParamInit::kNormal:
+        fill_normal_block(local, p.info.shape, offset, seed, stream_id(p.info.name), p.info.init_std);
+        break;
+      case ParamInit::kZeros: local.zero_(); break;
+      case ParamInit::kOnes: local.fill_(1.0f); break;
+    }
+    // Padding rows of a vocab dim start (and stay) zero.
+    for (size_t d = 0; d < p.info.logical.size(); ++d) {
+      if (p.info.logical[d] != "vocab") continue;
+      int64_t first_pad = layout_.model.vocab_size - offset[d];
+      if (first_pad < local.size(d))
+        local.narrow(d, std::max<int64_t>(first_pad, 0), local.size(d) - std::max<int64_t>(first_pad, 0)).zero_();
+    }
+    params_.push_back(local.set_requires_grad(true));
+  }
+}
+
+void ShardedModel::validate_layout() const {
+  for (const auto& p : layout_.params) {
+    for (size_t d = 0; d < p.info.shape.size(); ++d) {
+      const auto& logical = p.info.logical[d];
+      SPMD_CHECK(p.fsdp_axes[d].empty() || p.tp_axes[d].empty(),
+                 "{}: dim {} ('{}') is sharded over both batch axes {} and other axes {}; shard a dim either "
+                 "FSDP-style (over batch axes) or tensor-parallel, not both",
+                 p.info.name, d, logical, p.fsdp_axes[d], p.tp_axes[d]);
+      bool tp_ok = logical == "vocab" || logical == "heads" || logical == "mlp";
+      SPMD_CHECK(tp_ok || p.tp_axes[d].empty(),
+                 "{}: logical axis '{}' maps to mesh axes {} that do not shard the batch; tensor parallelism "
+                 "is supported on 'heads', 'mlp' and 'vocab' only. Map '{}' to null or to a batch axis (FSDP)",
+                 p.info.name, logical.empty() ? "-" : logical, p.tp_axes[d], logical);
+    }
+    if (p.info.input_dims > 0) {
+      size_t n = static_cast<size_t>(p.info.input_dims);
+      auto in_tp = concat_axes(p.tp_axes, 0, n), out_tp = concat_axes(p.tp_axes, n, p.tp_axes.size());
+      SPMD_CHECK(in_tp.empty() || out_tp.empty(),
+                 "{}: both its input dims ({}) and output dims ({}) are tensor-parallel; a layer may be "
+                 "column- or row-parallel, not both",
+                 p.info.name, in_tp, out_tp);
+    }
+  }
+}
+
+void ShardedModel::create_groups() {
+  // Every rank creates the same groups in the same order.
+  auto& comm = *comm_;
+  comm.create_group(layout_.batch_axes);
+  for (const auto& axis : layout_.mesh.axes()) comm.create_group({axis});
+  for (const auto& p : layout_.params) {
+    size_t n = static_cast<size_t>(p.info.input_dims);
+    comm.create_group(concat_axes(p.tp_axes, 0, n));
+    comm.create_group(concat_axes(p.tp_axes, n, p.tp_axes.size()));
+    std::vector<std::string> unsynced = layout_.batch_axes;  // batch axes the param is replicated on
+    for (size_t d = 0; d < p.info.shape.size(); ++d) {
+      comm.create_group(p.fsdp_axes[d]);
+      comm.create_group(p.tp_axes[d]);
+      comm.create_group(p.sharding.spec().axes_of(d));
+      for (const auto& a : p.fsdp_axes[d]) unsynced.erase(std::find(unsynced.begin(), unsynced.end(), a));
+    }
+    comm.create_group(unsynced);
+  }
+}
+
+size_t ShardedModel::index_of(const std::string& name) const {
+  for (size_t i = 0; i < layout_.params.size(); ++i)
+    if (layout_.params[i].info.name == name) return i;
+  throw RuntimeError("no parameter named " + name);
+}
+
+at::Tensor ShardedModel::gather_full(size_t i) const {
+  at::Tensor t = params_[i].detach();
+  const auto& spec = layout_.params[i].sharding.spec();
+  for (size_t d = 0; d < layout_.params[i].info.shape.size(); ++d)
+    t = comm_->along(spec.axes_of(d)).all_gather(t, static_cast<int64_t>(d));
+  return t.contiguous();
+}
+
+int64_t ShardedModel::local_param_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& p : params_) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+  return bytes;
+}
+
+}  // namespace spmd

@@ -1,0 +1,40 @@
+// The parameters of a model laid out over a mesh: this rank's shards as autograd leaves,
+// initialized shard by shard from the counter-based generator (no rank builds a full tensor).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "comm/communicator.h"
+#include "parallel/layout.h"
+
+namespace spmd {
+
+class ShardedModel {
+ public:
+  // Checks that the layout is one the runtime can execute, creates every process group the
+  // step will use, and initializes this rank's shards.
+  ShardedModel(ModelLayout layout, Communicator& comm, uint64_t seed);
+
+  const ModelLayout& layout() const { return layout_; }
+  Communicator& comm() const { return *comm_; }
+  std::vector<at::Tensor>& params() { return params_; }
+  const std::vector<at::Tensor>& params() const { return params_; }
+  size_t index_of(const std::string& name) const;
+
+  // The global tensor of parameter i, assembled on every rank (tests, export, checkpoints).
+  at::Tensor gather_full(size_t i) const;
+  // Bytes of this rank's parameter shards.
+  int64_t local_param_bytes() const;
+
+ private:
+  void validate_layout() const;
+  void create_groups();
+
+  ModelLayout layout_;
+  Communicator* comm_;
+  std::vector<at::Tensor> params_;
+};
+
+}  // namespace spmd

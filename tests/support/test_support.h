@@ -1,0 +1,42 @@
+// Test helpers: run a program as a real process with a deadline, temporary directories, paths.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace spmd::test {
+
+struct ProcessResult {
+  int exit_code = -1;     // exit status, or 128 + signal
+  bool timed_out = false; // killed at the deadline (the whole process group)
+  std::string output;     // stdout and stderr interleaved
+};
+
+// Runs argv[0] (a path) with extra environment variables, killing its process group after
+// `timeout_s`. Never hangs.
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env = {},
+                          double timeout_s = 120);
+
+// Path of a built binary (spmd-train, spmd-inspect, ...) and of a file in the source tree.
+std::string binary_path(const std::string& name);
+std::string source_path(const std::string& relative);
+
+// A fresh empty directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void write_file(const std::string& path, const std::string& contents);
+std::string read_file(const std::string& path);
+
+}  // namespace spmd::test
