@@ -1,2 +1,88 @@
-// spmd-train: placeholder until the training loop lands.
-int main() { return 0; }
+// spmd-train: trains GPT-2 on the mesh a YAML file declares. Without RANK in the environment it
+// launches one worker per local rank; with the torchrun variables it is that one rank.
+#include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "config/config.h"
+#include "parallel/layout.h"
+#include "train/launcher.h"
+#include "train/trainer.h"
+#include "util/error.h"
+#include "util/guarded_main.h"
+
+namespace {
+
+struct TrainCliOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  int nproc = 0;  // 0: the mesh's size / nnodes
+  spmd::LaunchOptions launch;
+  spmd::TrainOptions train;
+};
+
+void setup_train(CLI::App& app, TrainCliOptions& opt) {
+  app.add_option("-c,--config", opt.config_path, "YAML config file")->required();
+  app.add_option("--set", opt.overrides, "override a key: dotted.key=YAML_VALUE (repeatable)");
+  app.add_option("--nproc", opt.nproc, "worker processes on this node (default: mesh size / nnodes)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--nnodes", opt.launch.nnodes, "number of nodes")->check(CLI::PositiveNumber);
+  app.add_option("--node-rank", opt.launch.node_rank, "this node's index")->check(CLI::NonNegativeNumber);
+  app.add_option("--master-addr", opt.launch.master_addr, "address of rank 0's node");
+  app.add_option("--master-port", opt.launch.master_port, "rendezvous port (default: a free one)")
+      ->check(CLI::Range(0, 65535));
+  app.add_flag("--verbose", opt.launch.verbose, "forward every rank's output, prefixed [rank r]");
+  app.add_option("--dump-init", opt.train.dump_init_dir, "write the initialized global parameters to DIR");
+  app.add_option("--inject-nan-at-step", opt.train.inject_nan_at_step, "testing: make the loss NaN at step N")
+      ->group("");
+}
+
+int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
+  spmd::Config config = spmd::load_config(opt.config_path, opt.overrides);
+  spmd::ModelLayout layout = spmd::plan_layout(config);  // layout errors before any process starts
+  const int mesh_size = static_cast<int>(layout.mesh.size());
+
+  spmd::RendezvousInfo rendezvous;
+  rendezvous.timeout_s = config.runtime.timeout_s;
+  if (spmd::rendezvous_from_env(rendezvous)) {  // a worker: ours or torchrun's
+    SPMD_CHECK(rendezvous.world_size == mesh_size, "WORLD_SIZE={} but mesh {} has {} devices", rendezvous.world_size,
+               layout.mesh.describe(), mesh_size);
+    int threads = config.runtime.threads_per_rank > 0
+                      ? static_cast<int>(config.runtime.threads_per_rank)
+                      : spmd::default_threads_per_rank(rendezvous.local_world_size);
+    at::set_num_threads(threads);
+    return spmd::run_training(config, rendezvous, opt.train);
+  }
+  int nproc = opt.nproc > 0 ? opt.nproc : mesh_size / opt.launch.nnodes;
+  SPMD_CHECK(nproc * opt.launch.nnodes == mesh_size,
+             "--nproc {} x --nnodes {} = {} processes, but mesh {} has {} devices; change mesh.shape or --nproc",
+             nproc, opt.launch.nnodes, nproc * opt.launch.nnodes, layout.mesh.describe(), mesh_size);
+  SPMD_CHECK(opt.launch.node_rank < opt.launch.nnodes, "--node-rank {} must be below --nnodes {}",
+             opt.launch.node_rank, opt.launch.nnodes);
+  if (mesh_size == 1) {  // one process: no rendezvous needed
+    at::set_num_threads(config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
+                                                            : spmd::default_threads_per_rank(1));
+    opt.train.single_process = true;
+    return spmd::run_training(config, rendezvous, opt.train);
+  }
+  opt.launch.nproc_per_node = nproc;
+  opt.launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
+  return spmd::launch_workers(opt.launch, argv);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return spmd::guarded_main(std::getenv("RANK") ? fmt::format("spmd-train[rank {}]", std::getenv("RANK")) : "spmd-train", [&] {
+    CLI::App app{"spmd-train: GPT-2 training over a named device mesh"};
+    TrainCliOptions opt;
+    setup_train(app, opt);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      int code = app.exit(e);
+      return code == 0 ? 0 : 2;
+    }
+    return run_train(opt, std::vector<std::string>(argv, argv + argc));
+  });
+}

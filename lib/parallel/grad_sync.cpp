@@ -60,12 +60,4 @@ double global_grad_norm(const ShardedModel& model) {
   return std::sqrt(total.item<double>());
 }
 
-bool any_nonfinite_gradient(const ShardedModel& model) {
-  at::Tensor bad = at::zeros({1}, at::kFloat);
-  for (const auto& p : model.params())
-    if (p.grad().defined() && !at::isfinite(p.grad()).all().item<bool>()) bad.fill_(1.0f);
-  model.comm().world().all_reduce_max(bad);
-  return bad.item<float>() > 0;
-}
-
 }  // namespace spmd

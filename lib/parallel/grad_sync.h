@@ -12,7 +12,4 @@ void sync_gradients(ShardedModel& model);
 // sqrt of the sum of squared gradients, each distinct block counted once (replicas skipped).
 double global_grad_norm(const ShardedModel& model);
 
-// True when any gradient on any rank holds a NaN or Inf (agreed across the world).
-bool any_nonfinite_gradient(const ShardedModel& model);
-
 }  // namespace spmd

@@ -1,0 +1,238 @@
+// fork/exec workers, multiplex their output, watch for deaths and signals, tear down on failure.
+#include "train/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+volatile std::sig_atomic_t g_signal_count = 0;
+volatile std::sig_atomic_t g_last_signal = 0;
+
+void on_signal(int sig) {
+  g_last_signal = sig;
+  g_signal_count = g_signal_count + 1;
+}
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  int fd = -1;               // its stdout+stderr
+  std::string partial;       // an unfinished line
+  std::deque<std::string> tail;  // last lines, shown if it fails
+  bool exited = false;
+  int status = 0;
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return "stopped";
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long value = std::strtol(v, &end, 10);
+  SPMD_CHECK(end && *end == '\0' && value >= 0 && value < (1 << 30), "environment variable {}='{}' is not a valid "
+             "non-negative integer", name, v);
+  return static_cast<int>(value);
+}
+}  // namespace
+
+int default_threads_per_rank(int local_ranks) {
+  unsigned cores = std::thread::hardware_concurrency();
+  return std::max(1, static_cast<int>(cores == 0 ? 1 : cores) / std::max(1, local_ranks));
+}
+
+int pick_free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw RuntimeError("socket() failed while picking a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    throw RuntimeError("could not bind a free port on 127.0.0.1");
+  }
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+bool rendezvous_from_env(RendezvousInfo& info) {
+  if (!std::getenv("RANK")) return false;
+  info.rank = env_int("RANK", 0);
+  info.world_size = env_int("WORLD_SIZE", 1);
+  info.local_rank = env_int("LOCAL_RANK", 0);
+  info.local_world_size = env_int("LOCAL_WORLD_SIZE", info.world_size);
+  const char* addr = std::getenv("MASTER_ADDR");
+  info.master_addr = addr && *addr ? addr : "127.0.0.1";
+  info.master_port = env_int("MASTER_PORT", 29500);
+  SPMD_CHECK(info.rank < info.world_size, "RANK={} is not below WORLD_SIZE={}", info.rank, info.world_size);
+  return true;
+}
+
+int launch_workers(const LaunchOptions& options, const std::vector<std::string>& argv) {
+  const int world = options.nproc_per_node * options.nnodes;
+  int port = options.master_port;
+  if (port == 0) {
+    SPMD_CHECK(options.nnodes == 1, "--master-port is required with --nnodes > 1 (every node must agree on it)");
+    port = pick_free_port();
+  }
+  const int threads = options.threads_per_rank > 0 ? options.threads_per_rank
+                                                   : default_threads_per_rank(options.nproc_per_node);
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    Worker& w = workers[static_cast<size_t>(local)];
+    w.rank = options.node_rank * options.nproc_per_node + local;
+    int fds[2];
+    if (pipe(fds) != 0) throw RuntimeError("pipe() failed");
+    pid_t pid = fork();
+    if (pid < 0) throw RuntimeError("fork() failed");
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+      setenv("RANK", std::to_string(w.rank).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node).c_str(), 1);
+      setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+      setenv("SPMD_THREADS_PER_RANK", std::to_string(threads).c_str(), 1);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv("/proc/self/exe", args.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    w.pid = pid;
+    w.fd = fds[0];
+  }
+
+  auto emit = [&](Worker& w, const std::string& line) {
+    w.tail.push_back(line);
+    if (w.tail.size() > 40) w.tail.pop_front();
+    if (w.rank == 0 || options.verbose) fmt::print("{}{}\n", options.verbose || world > 1 ? fmt::format("[rank {}] ", w.rank) : "", line);
+  };
+  auto drain = [&](Worker& w) {
+    char buffer[8192];
+    ssize_t n = read(w.fd, buffer, sizeof buffer);
+    if (n <= 0) {
+      close(w.fd);
+      w.fd = -1;
+      if (!w.partial.empty()) emit(w, w.partial);
+      w.partial.clear();
+      return;
+    }
+    w.partial.append(buffer, static_cast<size_t>(n));
+    size_t start = 0, nl;
+    while ((nl = w.partial.find('\n', start)) != std::string::npos) {
+      emit(w, w.partial.substr(start, nl - start));
+      start = nl + 1;
+    }
+    w.partial.erase(0, start);
+    std::fflush(stdout);
+  };
+  auto signal_all = [&](int sig) {
+    for (auto& w : workers)
+      if (!w.exited) kill(w.pid, sig);
+  };
+
+  int exit_code = 0;
+  std::string failure;
+  int forwarded_signals = 0;
+  std::chrono::steady_clock::time_point kill_deadline{};
+  bool tearing_down = false;
+  while (true) {
+    // Signals: forward the first; a second one kills at once.
+    if (g_signal_count > forwarded_signals) {
+      forwarded_signals = g_signal_count;
+      int sig = g_last_signal;
+      if (exit_code == 0) exit_code = 128 + sig;
+      if (forwarded_signals == 1) {
+        fmt::print(stderr, "spmd-train: {} received, stopping the workers\n", strsignal(sig));
+        signal_all(sig);
+        tearing_down = true;
+        kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      } else {
+        fmt::print(stderr, "spmd-train: second signal, killing the workers\n");
+        signal_all(SIGKILL);
+      }
+    }
+    std::vector<pollfd> fds;
+    std::vector<Worker*> owners;
+    for (auto& w : workers)
+      if (w.fd >= 0) {
+        fds.push_back({w.fd, POLLIN, 0});
+        owners.push_back(&w);
+      }
+    if (!fds.empty()) {
+      int ready = poll(fds.data(), fds.size(), 100);
+      for (size_t i = 0; ready > 0 && i < fds.size(); ++i)
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) drain(*owners[i]);
+    } else {
+      usleep(20000);
+    }
+    bool all_exited = true;
+    for (auto& w : workers) {
+      if (!w.exited && waitpid(w.pid, &w.status, WNOHANG) == w.pid) {
+        w.exited = true;
+        bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+        if (!ok && !tearing_down) {
+          while (w.fd >= 0) drain(w);  // its last words
+          failure = fmt::format("rank {} (pid {}) {}", w.rank, w.pid, describe_status(w.status));
+          exit_code = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2 ? 2 : 1;
+          fmt::print(stderr, "spmd-train: {}; stopping the other ranks\n", failure);
+          if (w.rank != 0 && !options.verbose)
+            for (const auto& line : w.tail) fmt::print(stderr, "[rank {}] {}\n", w.rank, line);
+          signal_all(SIGTERM);
+          tearing_down = true;
+          kill_deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000));
+        }
+      }
+      all_exited = all_exited && w.exited;
+    }
+    if (all_exited) break;
+    if (tearing_down && std::chrono::steady_clock::now() > kill_deadline) signal_all(SIGKILL);
+  }
+  for (auto& w : workers)
+    while (w.fd >= 0) drain(w);
+  std::fflush(stdout);
+  if (!failure.empty()) fmt::print(stderr, "spmd-train: failed: {}\n", failure);
+  return exit_code;
+}
+
+}  // namespace spmd

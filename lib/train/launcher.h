@@ -1,0 +1,33 @@
+// The local launcher: one worker process per local rank (re-executing this binary with the
+// torchrun variables), output forwarded with a [rank r] prefix, and no worker outliving a failure.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace spmd {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;       // 0: pick a free port (single node only)
+  bool verbose = false;      // forward every rank's output, not just rank 0's
+  int threads_per_rank = 0;  // 0: cores / local ranks
+  double grace_s = 5;        // SIGTERM -> SIGKILL delay when tearing down
+};
+
+// Starts the workers as `argv` (argv[0] = this program) and waits. Returns the exit code the
+// launcher should exit with: 0, the failing worker's usage code 2, 1, or 128+signal.
+int launch_workers(const LaunchOptions& options, const std::vector<std::string>& argv);
+
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; nullopt-like
+// `false` when RANK is absent. UsageError for malformed values.
+bool rendezvous_from_env(RendezvousInfo& info);
+
+int pick_free_port();
+int default_threads_per_rank(int local_ranks);
+
+}  // namespace spmd

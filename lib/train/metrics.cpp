@@ -1,0 +1,40 @@
+// metrics.jsonl writer.
+#include "train/metrics.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace spmd {
+
+MetricsLog::MetricsLog(const std::string& output_dir) : path_(output_dir + "/metrics.jsonl") {
+  std::error_code ec;
+  std::filesystem::create_directories(output_dir, ec);
+  SPMD_CHECK(!ec, "output.dir '{}' cannot be created: {}", output_dir, ec.message());
+  file_ = std::fopen(path_.c_str(), "w");
+  SPMD_CHECK(file_ != nullptr, "output.dir: cannot write {}: {}", path_, std::strerror(errno));
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  std::string line = record.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
+    throw RuntimeError(fmt::format("writing {} failed: {}", path_, std::strerror(errno)));
+}
+
+std::string format_duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return "?";
+  int64_t s = static_cast<int64_t>(seconds + 0.5);
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);
+}
+
+}  // namespace spmd
