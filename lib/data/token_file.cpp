@@ -102,6 +102,9 @@ std::vector<std::string> resolve_token_paths(const std::string& spec) {
   std::vector<std::string> paths;
   std::error_code ec;
   if (fs::is_directory(spec, ec)) {
+    // spmd-prepare's output directory holds train.bin and val.bin: reading both would train on val.
+    SPMD_CHECK(!fs::exists(fs::path(spec) / "meta.json", ec),
+               "{}: is a prepared dataset (it has meta.json): name its train.bin or val.bin", spec);
     for (const auto& entry : fs::directory_iterator(spec, ec))
       if (entry.is_regular_file() && entry.path().extension() == ".bin")
         paths.push_back(entry.path().string());

@@ -1,6 +1,9 @@
 // Token files on disk: nanoGPT's flat little-endian uint16 layout and llm.c's shards (a 256 x int32
 // header: magic 20240520, version 1, token count; then uint16 tokens), memory-mapped and validated.
 // A TokenDataset is one file, a directory of *.bin shards or a glob of shards, in sorted order.
+// Format detection: a file whose first int32 is 20240520 is llm.c; a file whose first 1 KiB has
+// the shape of an llm.c header (three nonzero words, then 253 zero words) but another magic is a
+// corrupt shard; anything else is nanoGPT.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -87,8 +87,8 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
 
   const int64_t tokens_per_step = config.data.batch_size * config.model.block_size;
   if (leader)
-    fmt::print("spmd-train: mesh {} | {} ranks | data-parallel {} | {} params | {} per rank in params + grads + "
-               "AdamW\n",
+    fmt::print("spmd-train: mesh {} | {} ranks | data-parallel {} | {} params | params+grads+AdamW per rank: "
+               "state_bytes_per_rank={}\n",
                model.layout().mesh.describe(), model.layout().mesh.size(), dp_size,
                gpt2_num_params(config.model), (model.local_param_bytes() * 2 + optimizer.state_bytes()));
 

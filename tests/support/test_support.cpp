@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace spmd::test {
 
@@ -94,6 +95,41 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::string>>& argvs,
+                                         const std::vector<std::map<std::string, std::string>>& envs,
+                                         double timeout_s) {
+  std::vector<ProcessResult> results(argvs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < argvs.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = run_process(argvs[i], envs[i], timeout_s); });
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+void write_token_file(const std::string& path, int64_t count, int vocab, uint64_t seed) {
+  // Words of a small random lexicon separated by token 0: a language with something to learn.
+  std::vector<uint16_t> tokens;
+  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  std::vector<std::vector<uint16_t>> lexicon(40);
+  for (auto& word : lexicon) {
+    int len = 2 + static_cast<int>(next() % 5);
+    for (int k = 0; k < len; ++k) word.push_back(static_cast<uint16_t>(1 + next() % static_cast<uint32_t>(vocab - 1)));
+  }
+  while (static_cast<int64_t>(tokens.size()) < count) {
+    const auto& word = lexicon[next() % lexicon.size()];
+    tokens.insert(tokens.end(), word.begin(), word.end());
+    tokens.push_back(0);
+  }
+  tokens.resize(static_cast<size_t>(count));
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
+  if (!out) throw std::runtime_error("cannot write " + path);
 }
 
 void write_file(const std::string& path, const std::string& contents) {

@@ -36,7 +36,14 @@ class TempDir {
   std::string path_;
 };
 
+// Runs several processes at once (each like run_process) and waits for all of them.
+std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::string>>& argvs,
+                                         const std::vector<std::map<std::string, std::string>>& envs,
+                                         double timeout_s = 120);
+
 void write_file(const std::string& path, const std::string& contents);
+// A nanoGPT-layout token file (uint16) of `count` tokens below `vocab`, with learnable structure.
+void write_token_file(const std::string& path, int64_t count, int vocab, uint64_t seed);
 std::string read_file(const std::string& path);
 
 }  // namespace spmd::test

@@ -128,6 +128,10 @@ TEST_CASE("data: a directory or a glob of shards is one dataset, in sorted order
     // Windows never cross a file: (40-1)/8 + (50-1)/8 = 4 + 6.
     CHECK(spmd::WindowTable(*data, 8).size() == 10);
   }
+  // A prepared dataset's directory would mix train.bin and val.bin.
+  spmd::test::write_file(dir.file("meta.json"), "{}");
+  CHECK(usage_error_of([&] { spmd::TokenDataset::open(dir.path(), 3); }).find("meta.json") !=
+        std::string::npos);
   CHECK(usage_error_of([&] { spmd::TokenDataset::open(dir.file("nope_*.bin"), 3); })
             .find("nope_*.bin") != std::string::npos);
   CHECK(usage_error_of([&] { spmd::TokenDataset::open(dir.file("missing.bin"), 3); })
