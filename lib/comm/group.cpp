@@ -1,12 +1,21 @@
 // Collectives over one Gloo group; a group of one short-circuits every call.
 #include "comm/group.h"
 
+#include <atomic>
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "util/error.h"
 #include "util/torch_compat.h"
 
 namespace spmd {
+
+namespace {
+std::atomic<int64_t> g_collective_ns{0};
+}
+
+int64_t collective_time_ns() { return g_collective_ns.load(); }
 
 Group::Group(c10::intrusive_ptr<c10d::ProcessGroupGloo> backend, int rank, int size, std::string name,
              std::chrono::milliseconds timeout)
@@ -16,8 +25,10 @@ Group::Group(const Group&) = default;
 Group& Group::operator=(const Group&) = default;
 
 void Group::wait(const char* what, c10::intrusive_ptr<c10d::Work> work) const {
+  auto start = std::chrono::steady_clock::now();
   try {
     work->wait(timeout_);
+    g_collective_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   } catch (const std::exception& e) {
     // Gloo reports a dead peer as a connection error or a timeout: say which group and why.
     throw RuntimeError(fmt::format("{} over group '{}' ({} ranks) failed: {}; a peer process has probably "

@@ -14,6 +14,9 @@ class Work;
 
 namespace spmd {
 
+// Wall time this process has spent inside collectives (all groups), for step-time breakdowns.
+int64_t collective_time_ns();
+
 class Group {
  public:
   Group() = default;

@@ -1,0 +1,119 @@
+// Building a rank's training state, and one training step.
+#include "train/train_state.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
+
+#include "parallel/grad_sync.h"
+#include "parallel/layout.h"
+#include "parallel/parallel_ops.h"
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+// (rows, seq) int64 tensor over a batch's token vector (copied: the batch goes away).
+at::Tensor to_tensor(const std::vector<int64_t>& tokens, int64_t rows, int64_t seq) {
+  return at::from_blob(const_cast<int64_t*>(tokens.data()), {rows, seq}, at::kLong).clone();
+}
+
+// Mean over the data-parallel ranks of each rank's mean loss: the global batch's mean.
+double global_mean(const at::Tensor& local_mean, const ShardedModel& model) {
+  at::Tensor value = local_mean.detach().to(at::kDouble).reshape({1}).clone();
+  model.comm().along(model.layout().batch_axes).all_reduce_sum(value);
+  return value.item<double>() / static_cast<double>(model.layout().dp_size());
+}
+}  // namespace
+
+TrainState build_train_state(const Config& config, const RendezvousInfo& rendezvous, bool single_process) {
+  TrainState s;
+  s.config = config;
+  ModelLayout layout = plan_layout(config);
+  s.comm = single_process ? std::make_unique<Communicator>(layout.mesh)
+                          : std::make_unique<Communicator>(rendezvous, layout.mesh);
+  const int64_t dp_size = layout.dp_size(), dp_index = layout.dp_index(s.comm->rank());
+  // Data before compute: a bad file is a usage error before any work.
+  s.train_data = TokenDataset::open(config.data.train, config.model.vocab_size);
+  if (config.train.eval_every > 0) s.val_data = TokenDataset::open(config.data.val, config.model.vocab_size);
+  s.loader = std::make_unique<DataLoader>(s.train_data, config.data.batch_size, config.model.block_size,
+                                          config.train.seed, dp_index, dp_size);
+  s.model = std::make_unique<ShardedModel>(std::move(layout), *s.comm, static_cast<uint64_t>(config.train.seed));
+  s.gpt = std::make_unique<Gpt2>(config.model);
+  std::vector<bool> decay;
+  for (const auto& p : s.model->layout().params) decay.push_back(p.info.weight_decay);
+  s.optimizer = std::make_unique<AdamW>(s.model->params(), decay, config.train);
+  return s;
+}
+
+StepResult train_step(TrainState& s, bool inject_nan) {
+  const auto& tc = s.config.train;
+  ShardedModel& model = *s.model;
+  StepResult result;
+  const auto start = Clock::now();
+  const int64_t collective_start = collective_time_ns();
+
+  Batch batch = s.loader->next();
+  at::Tensor inputs = to_tensor(batch.inputs, batch.rows, batch.seq);
+  at::Tensor targets = to_tensor(batch.targets, batch.rows, batch.seq);
+  result.timings.data_ms = ms_since(start);
+
+  auto phase = Clock::now();
+  ParallelOps ops(model, static_cast<uint64_t>(tc.seed), s.step);
+  at::Tensor loss = s.gpt->loss(inputs, targets, ops, true);
+  if (inject_nan) loss = loss * NAN;
+  result.timings.forward_ms = ms_since(phase);
+
+  phase = Clock::now();
+  for (auto& p : model.params()) p.mutable_grad() = at::Tensor();
+  loss.backward();
+  sync_gradients(model);
+  result.grad_norm = global_grad_norm(model);
+  result.loss = global_mean(loss, model);
+  result.timings.backward_ms = ms_since(phase);
+
+  phase = Clock::now();
+  result.lr = learning_rate_at(tc, s.step);
+  if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
+    if (!tc.skip_nonfinite)
+      throw RuntimeError(fmt::format("step {}: non-finite {} ({}); stopping. Set train.skip_nonfinite: true to skip "
+                                     "such steps instead",
+                                     s.step, std::isfinite(result.loss) ? "gradient norm" : "loss",
+                                     std::isfinite(result.loss) ? result.grad_norm : result.loss));
+    result.skipped = true;
+  } else {
+    if (tc.grad_clip > 0 && result.grad_norm > tc.grad_clip) {
+      at::NoGradGuard no_grad;
+      for (auto& p : model.params()) p.mutable_grad().mul_(tc.grad_clip / (result.grad_norm + 1e-6));
+    }
+    s.optimizer->step(result.lr);
+  }
+  result.timings.optimizer_ms = ms_since(phase);
+  result.timings.collective_ms = static_cast<double>(collective_time_ns() - collective_start) / 1e6;
+  result.timings.total_ms = ms_since(start);
+  ++s.step;
+  return result;
+}
+
+double evaluate(TrainState& s) {
+  SPMD_ASSERT(s.val_data != nullptr, "evaluate() without validation data");
+  const auto& c = s.config;
+  at::NoGradGuard no_grad;
+  double sum = 0;
+  for (int64_t k = 0; k < c.train.eval_batches; ++k) {
+    Batch batch = eval_batch(*s.val_data, k, c.data.batch_size, c.model.block_size, s.dp_index(), s.dp_size());
+    ParallelOps ops(*s.model, static_cast<uint64_t>(c.train.seed), -1);
+    at::Tensor loss = s.gpt->loss(to_tensor(batch.inputs, batch.rows, batch.seq),
+                                  to_tensor(batch.targets, batch.rows, batch.seq), ops, false);
+    sum += global_mean(loss, *s.model);
+  }
+  return sum / static_cast<double>(c.train.eval_batches);
+}
+
+}  // namespace spmd
