@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "ckpt/export.h"
 #include "config/config.h"
 #include "parallel/layout.h"
 #include "train/launcher.h"
@@ -12,6 +13,22 @@
 #include "util/guarded_main.h"
 
 namespace {
+
+struct ExportOptions {
+  std::string checkpoint;
+  std::string out;
+};
+
+void setup_export(CLI::App& app, ExportOptions& opt) {
+  app.add_option("--checkpoint", opt.checkpoint, "a checkpoint step directory (…/step_00000500)")->required();
+  app.add_option("--out", opt.out, "the safetensors file to write")->required();
+}
+
+int run_export(const ExportOptions& opt) {
+  int n = spmd::export_hf_gpt2(opt.checkpoint, opt.out);
+  fmt::print("wrote {} tensors with Hugging Face GPT-2 names to {}\n", n, opt.out);
+  return 0;
+}
 
 struct TrainCliOptions {
   std::string config_path;
@@ -22,7 +39,7 @@ struct TrainCliOptions {
 };
 
 void setup_train(CLI::App& app, TrainCliOptions& opt) {
-  app.add_option("-c,--config", opt.config_path, "YAML config file")->required();
+  app.add_option("-c,--config", opt.config_path, "YAML config file (required unless a subcommand is given)");
   app.add_option("--set", opt.overrides, "override a key: dotted.key=YAML_VALUE (repeatable)");
   app.add_option("--nproc", opt.nproc, "worker processes on this node (default: mesh size / nnodes)")
       ->check(CLI::PositiveNumber);
@@ -32,8 +49,14 @@ void setup_train(CLI::App& app, TrainCliOptions& opt) {
   app.add_option("--master-port", opt.launch.master_port, "rendezvous port (default: a free one)")
       ->check(CLI::Range(0, 65535));
   app.add_flag("--verbose", opt.launch.verbose, "forward every rank's output, prefixed [rank r]");
+  app.add_option("--resume", opt.train.resume_path,
+                 "continue from a checkpoint: PATH, or the newest in checkpoint.dir when given no value")
+      ->expected(0, 1);
   app.add_option("--dump-init", opt.train.dump_init_dir, "write the initialized global parameters to DIR");
   app.add_option("--inject-nan-at-step", opt.train.inject_nan_at_step, "testing: make the loss NaN at step N")
+      ->group("");
+  app.add_option("--crash-during-save-at-step", opt.train.crash_during_save_at_step,
+                 "testing: rank 0 dies inside this step's checkpoint save")
       ->group("");
 }
 
@@ -77,12 +100,21 @@ int main(int argc, char** argv) {
     CLI::App app{"spmd-train: GPT-2 training over a named device mesh"};
     TrainCliOptions opt;
     setup_train(app, opt);
+    ExportOptions export_opt;
+    CLI::App* export_cmd = app.add_subcommand("export", "write a checkpoint as one Hugging Face GPT-2 safetensors file");
+    setup_export(*export_cmd, export_opt);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
       int code = app.exit(e);
       return code == 0 ? 0 : 2;
     }
+    if (export_cmd->parsed()) return run_export(export_opt);
+    if (opt.config_path.empty()) {
+      fmt::print(stderr, "spmd-train: error: --config is required\n{}", app.help());
+      return 2;
+    }
+    opt.train.resume = app.get_option("--resume")->count() > 0;
     return run_train(opt, std::vector<std::string>(argv, argv + argc));
   });
 }

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "ckpt/checkpoint.h"
 #include "train/metrics.h"
 #include "train/train_state.h"
 #include "util/error.h"
@@ -40,6 +41,22 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   const bool leader = state.rank() == 0;
   std::unique_ptr<MetricsLog> metrics = leader ? std::make_unique<MetricsLog>(config.output.dir) : nullptr;
   if (!options.dump_init_dir.empty()) dump_parameters(*state.model, options.dump_init_dir);
+  if (options.resume) {
+    const std::string path = resolve_resume_path(config, options.resume_path);
+    restore_checkpoint(state, path);
+    if (leader) fmt::print("resumed from {} at step {}\n", path, state.step);
+  }
+  const bool checkpointing = !config.checkpoint.dir.empty();
+  int64_t last_saved_step = options.resume ? state.step : -1;
+  auto checkpoint = [&]() {
+    if (state.step == last_saved_step) return;
+    last_saved_step = state.step;
+    const auto start = std::chrono::steady_clock::now();
+    std::string dir = save_checkpoint(state, state.step == options.crash_during_save_at_step);
+    if (leader)
+      fmt::print("checkpoint {} written in {:.2f} s\n", dir,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
 
   const int64_t tokens_per_step = config.data.batch_size * config.model.block_size;
   if (leader)
@@ -76,7 +93,9 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
                  r.timings.total_ms, format_duration(eta));
       std::fflush(stdout);
     }
+    if (checkpointing && config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoint();
   }
+  if (checkpointing) checkpoint();  // the final state, unless just saved
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   if (leader) fmt::print("done: {} steps in {}, final loss {:.4f}\n", tc.steps - first_step, format_duration(total_s), last_loss);
   state.comm->world().barrier();

@@ -1,0 +1,255 @@
+// bench_train: training throughput of a config. Warms up, times N real train_step calls (the same
+// build_train_state + train_step the trainer runs), and reports tokens/s, the median step and its
+// split, MFU against a matmul peak measured on the spot, and peak memory per rank.
+//
+//   bench_train --config configs/bench/baby.yaml [--set k=v]... [--warmup 5] [--steps 20] [--json out.json]
+//   bench_train --config configs/bench/dp2.yaml --nproc 2      # forks 2 ranks like spmd-train
+//   RANK=.. WORLD_SIZE=.. MASTER_ADDR=.. MASTER_PORT=.. bench_train --config ...   # one torchrun rank
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "model/gpt2_params.h"
+#include "parallel/layout.h"
+#include "train/launcher.h"
+#include "train/train_state.h"
+#include "util/error.h"
+#include "util/guarded_main.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  int warmup = 5;
+  int steps = 20;
+  int nproc = 0;  // 0: the mesh's size
+  int peak_size = 2048;
+  std::string json_path;
+};
+
+void setup_bench(CLI::App& app, BenchOptions& opt) {
+  app.add_option("-c,--config", opt.config_path, "YAML config file")->required();
+  app.add_option("--set", opt.overrides, "override a key: dotted.key=YAML_VALUE (repeatable)");
+  app.add_option("--warmup", opt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", opt.steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--nproc", opt.nproc, "ranks to fork on this machine (default: the mesh's size)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--peak-size", opt.peak_size, "n of the n^3 fp32 matmul that measures the peak")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--json", opt.json_path, "write the results as JSON here (rank 0)");
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Best-of-5 GFLOP/s of an n x n x n fp32 at::mm on this process's intra-op threads.
+double measure_matmul_gflops(int64_t n) {
+  at::Tensor a = at::randn({n, n}), b = at::randn({n, n}), c = at::empty({n, n});
+  at::mm_out(c, a, b);  // warm: threads, pages
+  double best_s = 1e30;
+  for (int k = 0; k < 5; ++k) {
+    auto start = Clock::now();
+    at::mm_out(c, a, b);
+    best_s = std::min(best_s, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return 2.0 * static_cast<double>(n * n * n) / best_s / 1e9;
+}
+
+// Peak resident set of this process so far, MiB.
+double max_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
+}
+
+std::string git_commit() {
+  std::string out;
+  if (FILE* p = popen("git rev-parse --short HEAD 2>/dev/null", "r")) {
+    char buffer[64];
+    while (fgets(buffer, sizeof buffer, p)) out += buffer;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+double scalar_across(const spmd::Group& world, double value, bool max) {
+  at::Tensor t = at::full({1}, value, at::kDouble);
+  if (max) world.all_reduce_max(t); else world.all_reduce_sum(t);
+  return t.item<double>();
+}
+
+int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::RendezvousInfo& rendezvous,
+             bool single_process) {
+  const int local_ranks = single_process ? 1 : rendezvous.local_world_size;
+  const int threads = config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
+                                                          : spmd::default_threads_per_rank(local_ranks);
+  at::set_num_threads(threads);
+
+  spmd::TrainState state = spmd::build_train_state(config, rendezvous, single_process);
+  const spmd::Group& world = state.comm->world();
+  const bool leader = state.rank() == 0;
+  const int world_size = static_cast<int>(state.model->layout().mesh.size());
+
+  // The peak, measured with every rank multiplying at once (they share the cores, as in training).
+  world.barrier();
+  const double peak_gflops_rank = measure_matmul_gflops(opt.peak_size);
+  const double peak_gflops = scalar_across(world, peak_gflops_rank, false);
+
+  std::vector<spmd::StepTimings> timed;
+  std::vector<double> losses;
+  for (int k = 0; k < opt.warmup + opt.steps; ++k) {
+    spmd::StepResult r = spmd::train_step(state);
+    if (k >= opt.warmup) {
+      timed.push_back(r.timings);
+      losses.push_back(r.loss);
+    }
+  }
+  // Each rank's own step times; the step is synchronous, so rank 0's stand for the mesh.
+  std::vector<double> totals;
+  for (const auto& t : timed) totals.push_back(t.total_ms);
+  const double median_ms = median(totals);
+  size_t median_index = 0;
+  for (size_t i = 0; i < totals.size(); ++i)
+    if (std::abs(totals[i] - median_ms) < std::abs(totals[median_index] - median_ms)) median_index = i;
+  const spmd::StepTimings& mid = timed[median_index];
+  auto component_median = [&](double spmd::StepTimings::*field) {
+    std::vector<double> v;
+    for (const auto& t : timed) v.push_back(t.*field);
+    return median(v);
+  };
+
+  const double rss_rank0 = scalar_across(world, leader ? max_rss_mib() : 0.0, false);
+  const double rss_max = scalar_across(world, max_rss_mib(), true);
+  const double slowest_median_ms = scalar_across(world, median_ms, true);
+  if (!leader) return 0;
+
+  // Model FLOPs per token, nanoGPT's estimate_mfu (PaLM appendix B): 6 N for the matmuls forward
+  // and backward (N = parameters without position embeddings; the tied wte counts once, as the LM
+  // head) plus 12 L T C for attention scores and weighted sum (the causal half is not discounted).
+  const auto& m = config.model;
+  const int64_t n_params = spmd::gpt2_num_params(m, false);
+  const double flops_per_token = 6.0 * static_cast<double>(n_params) +
+                                 12.0 * static_cast<double>(m.n_layer * m.block_size * m.n_embd);
+  const int64_t tokens_per_step = config.data.batch_size * m.block_size;
+  const double tokens_per_s = static_cast<double>(tokens_per_step) / (median_ms / 1000.0);
+  const double achieved_gflops = flops_per_token * tokens_per_s / 1e9;
+  const double mfu = achieved_gflops / peak_gflops;
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+
+  fmt::print("bench_train: {} | mesh {} | {} rank(s) x {} thread(s) | {} params | {} tokens/step | "
+             "{} warmup + {} timed steps | load {:.2f}\n",
+             config.source_path, state.model->layout().mesh.describe(), world_size, threads, n_params,
+             tokens_per_step, opt.warmup, opt.steps, load[0]);
+  fmt::print("  tokens/s           {:.0f}\n", tokens_per_s);
+  fmt::print("  median step        {:.2f} ms   (min {:.2f}, max {:.2f}; slowest rank's median {:.2f})\n", median_ms,
+             *std::min_element(totals.begin(), totals.end()), *std::max_element(totals.begin(), totals.end()),
+             slowest_median_ms);
+  fmt::print("  median step split  data {:.2f} | forward {:.2f} | backward {:.2f} | optimizer {:.2f} ms; "
+             "collectives {:.2f} ms of forward+backward\n",
+             mid.data_ms, mid.forward_ms, mid.backward_ms, mid.optimizer_ms, mid.collective_ms);
+  fmt::print("  MFU                {:.1f}%  ({:.1f} GFLOP/s achieved of {:.1f} GFLOP/s peak: {} x {}^3 fp32 at::mm, "
+             "best of 5; {:.0f} model FLOPs/token = 6*{} + 12*{}*{}*{})\n",
+             100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, flops_per_token, n_params,
+             m.n_layer, m.block_size, m.n_embd);
+  fmt::print("  peak memory        rank 0 {:.1f} MiB | max over ranks {:.1f} MiB (ru_maxrss)\n", rss_rank0, rss_max);
+  fmt::print("  loss               {:.4f} -> {:.4f} over the timed steps\n", losses.front(), losses.back());
+
+  if (!opt.json_path.empty()) {
+    nlohmann::json j;
+    j["config"] = config.source_path;
+    j["overrides"] = opt.overrides;
+    j["commit"] = git_commit();
+    j["ranks"] = world_size;
+    j["threads_per_rank"] = threads;
+    j["mesh"] = state.model->layout().mesh.describe();
+    j["params"] = n_params;
+    j["tokens_per_step"] = tokens_per_step;
+    j["warmup"] = opt.warmup;
+    j["steps"] = opt.steps;
+    j["tokens_per_s"] = tokens_per_s;
+    j["median_step_ms"] = median_ms;
+    j["slowest_rank_median_step_ms"] = slowest_median_ms;
+    j["median_step_split_ms"] = {{"data", mid.data_ms},           {"forward", mid.forward_ms},
+                                 {"backward", mid.backward_ms},   {"optimizer", mid.optimizer_ms},
+                                 {"collectives", mid.collective_ms}};
+    j["component_medians_ms"] = {{"data", component_median(&spmd::StepTimings::data_ms)},
+                                 {"forward", component_median(&spmd::StepTimings::forward_ms)},
+                                 {"backward", component_median(&spmd::StepTimings::backward_ms)},
+                                 {"optimizer", component_median(&spmd::StepTimings::optimizer_ms)},
+                                 {"collectives", component_median(&spmd::StepTimings::collective_ms)}};
+    j["step_ms"] = totals;
+    j["losses"] = losses;
+    j["flops_per_token"] = flops_per_token;
+    j["flops_formula"] = "6*N_params(no wpe) + 12*n_layer*block_size*n_embd";
+    j["achieved_gflops"] = achieved_gflops;
+    j["matmul_peak_gflops"] = peak_gflops;
+    j["matmul_peak_size"] = opt.peak_size;
+    j["mfu"] = mfu;
+    j["max_rss_mib_rank0"] = rss_rank0;
+    j["max_rss_mib_max"] = rss_max;
+    j["loadavg_1m"] = load[0];
+    std::ofstream out(opt.json_path);
+    SPMD_CHECK(out.good(), "cannot write {}", opt.json_path);
+    out << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+int run_bench(const BenchOptions& opt, const std::vector<std::string>& argv) {
+  spmd::Config config = spmd::load_config(opt.config_path, opt.overrides);
+  const int mesh_size = static_cast<int>(spmd::plan_layout(config).mesh.size());
+  spmd::RendezvousInfo rendezvous;
+  rendezvous.timeout_s = config.runtime.timeout_s;
+  if (spmd::rendezvous_from_env(rendezvous)) {  // a worker: ours or torchrun's
+    SPMD_CHECK(rendezvous.world_size == mesh_size, "WORLD_SIZE={} but the mesh has {} devices",
+               rendezvous.world_size, mesh_size);
+    return run_rank(opt, config, rendezvous, false);
+  }
+  const int nproc = opt.nproc > 0 ? opt.nproc : mesh_size;
+  SPMD_CHECK(nproc == mesh_size, "--nproc {} but the mesh has {} devices; change mesh.shape or --nproc", nproc,
+             mesh_size);
+  if (nproc == 1) return run_rank(opt, config, rendezvous, true);
+  spmd::LaunchOptions launch;
+  launch.nproc_per_node = nproc;
+  launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
+  return spmd::launch_workers(launch, argv);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return spmd::guarded_main(std::getenv("RANK") ? fmt::format("bench_train[rank {}]", std::getenv("RANK")) : "bench_train", [&] {
+    CLI::App app{"bench_train: training throughput, step split, MFU and memory of a config"};
+    BenchOptions opt;
+    setup_bench(app, opt);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      int code = app.exit(e);
+      return code == 0 ? 0 : 2;
+    }
+    return run_bench(opt, std::vector<std::string>(argv, argv + argc));
+  });
+}

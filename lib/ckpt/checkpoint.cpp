@@ -1,0 +1,305 @@
+// Saving and restoring the sharded training state.
+#include "ckpt/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/safetensors.h"
+#include "inspect/report.h"
+#include "util/durable_file.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace spmd {
+
+namespace {
+constexpr int kFormatVersion = 1;
+const char* kArrayKinds[] = {"param", "exp_avg", "exp_avg_sq"};
+
+std::string step_dir_name(int64_t step) { return fmt::format("step_{:08d}", step); }
+std::string rank_file_name(int rank) { return fmt::format("rank_{:05d}.safetensors", rank); }
+
+// The local tensor behind array `kind/name` of parameter i.
+at::Tensor& local_array(TrainState& s, const std::string& kind, size_t i) {
+  if (kind == "param") return s.model->params()[i];
+  if (kind == "exp_avg") return s.optimizer->exp_avg()[i];
+  return s.optimizer->exp_avg_sq()[i];
+}
+
+nlohmann::json model_json(const ModelConfig& m) {
+  return {{"vocab_size", m.vocab_size}, {"block_size", m.block_size}, {"n_layer", m.n_layer},
+          {"n_head", m.n_head},         {"n_embd", m.n_embd},         {"bias", m.bias}};
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  SPMD_CHECK(in.good(), "checkpoint index {} is missing or unreadable", path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw UsageError(fmt::format("checkpoint index {} is corrupted: {}", path, e.what()));
+  }
+}
+
+// Rank 0 decides, every rank learns: a broadcast of one integer over the world.
+int64_t agree(const TrainState& s, int64_t value) {
+  at::Tensor t = at::full({1}, value, at::kLong);
+  s.comm->world().broadcast(t, 0);
+  return t.item<int64_t>();
+}
+}  // namespace
+
+std::string save_checkpoint(TrainState& s, bool crash_before_commit) {
+  const std::string dir = s.config.checkpoint.dir;
+  const std::string final_dir = dir + "/" + step_dir_name(s.step);
+  const std::string tmp_dir = final_dir + ".tmp";
+  const int rank = s.rank();
+  const auto& layout = s.model->layout();
+
+  // Rank 0 prepares the temporary directory (a stale one from a crashed save is discarded).
+  int64_t exists = 0;
+  if (rank == 0) {
+    exists = fs::exists(final_dir + "/index.json") ? 1 : 0;
+    if (!exists) {
+      std::error_code ec;
+      fs::remove_all(tmp_dir, ec);
+      fs::create_directories(tmp_dir, ec);
+      if (ec) throw RuntimeError(fmt::format("cannot create checkpoint directory {}: {}", tmp_dir, ec.message()));
+    }
+  }
+  if (agree(s, exists)) return final_dir;  // this step is already saved
+
+  // Every rank writes the blocks it is the primary holder of, plus a manifest of them.
+  std::vector<NamedTensor> blocks;
+  for (size_t i = 0; i < layout.params.size(); ++i) {
+    if (!layout.params[i].sharding.is_primary_replica(rank)) continue;
+    for (const char* kind : kArrayKinds)
+      blocks.push_back({std::string(kind) + "/" + layout.params[i].info.name, local_array(s, kind, i)});
+  }
+  const std::string file = rank_file_name(rank);
+  nlohmann::json manifest = nlohmann::json::object();
+  if (!blocks.empty()) {  // a rank holding only replicas of others' blocks writes no file
+    write_safetensors(tmp_dir + "/" + file, blocks, {{"format", "pt"}, {"producer", "spmd-train"}});
+    SafetensorsFile written(tmp_dir + "/" + file);
+    for (const auto& b : blocks) {
+      const auto& e = written.entries().at(b.name);
+      manifest[b.name] = {{"file", file},
+                          {"byte_range", {written.data_start() + e.begin, written.data_start() + e.end}},
+                          {"checksum", fmt::format("{:016x}", checksum_bytes(written.bytes(b.name), e.end - e.begin))}};
+  }
+  }
+  write_file_durably(tmp_dir + fmt::format("/manifest_{:05d}.json", rank), manifest.dump());
+  fsync_directory(tmp_dir);
+  s.comm->world().barrier();
+
+  if (rank == 0) {
+    nlohmann::json arrays = nlohmann::json::array();
+    std::map<int64_t, nlohmann::json> manifests;
+    for (int64_t r = 0; r < layout.mesh.size(); ++r)
+      manifests[r] = read_json_file(tmp_dir + fmt::format("/manifest_{:05d}.json", r));
+    for (const auto& p : layout.params) {
+      for (const char* kind : kArrayKinds) {
+        const std::string name = std::string(kind) + "/" + p.info.name;
+        nlohmann::json block_list = nlohmann::json::array();
+        for (const auto& group : p.sharding.replica_groups()) {
+          int64_t holder = -1;
+          for (int64_t r : group)
+            if (p.sharding.is_primary_replica(r)) holder = r;
+          const auto& m = manifests[holder].at(name);
+          block_list.push_back({{"file", m["file"]},
+                                {"tensor", name},
+                                {"offset", p.sharding.shard_offset(holder)},
+                                {"shape", p.sharding.shard_shape()},
+                                {"byte_range", m["byte_range"]},
+                                {"checksum", m["checksum"]}});
+        }
+        arrays.push_back({{"name", name},
+                          {"shape", p.info.shape},
+                          {"dtype", "F32"},
+                          {"logical", p.info.logical},
+                          {"spec", spec_to_json(p.sharding.spec())},
+                          {"blocks", block_list}});
+      }
+    }
+    nlohmann::json rules = nlohmann::json::array();
+    for (const auto& r : layout.rules.rules()) rules.push_back({r.logical, r.mesh_axes});
+    nlohmann::json loader_state;
+    to_json(loader_state, s.loader->state());
+    nlohmann::json index{{"format", "spmd-train-checkpoint"},
+                         {"version", kFormatVersion},
+                         {"step", s.step},
+                         {"mesh", {{"shape", layout.mesh.shape()}, {"axes", layout.mesh.axes()}}},
+                         {"sharding_rules", rules},
+                         {"model", model_json(s.config.model)},
+                         {"padded_vocab", layout.padded_vocab},
+                         {"data_iterator", loader_state},
+                         {"rng", {{"kind", "counter-based splitmix64"}, {"seed", s.config.train.seed}}},
+                         {"optimizer", {{"kind", "adamw"}, {"steps_taken", s.optimizer->steps_taken()}}},
+                         {"config", s.config.resolved_yaml},
+                         {"arrays", arrays}};
+    for (int64_t r = 0; r < layout.mesh.size(); ++r) fs::remove(tmp_dir + fmt::format("/manifest_{:05d}.json", r));
+    write_file_durably(tmp_dir + "/index.json", index.dump(1));
+    fsync_directory(tmp_dir);
+    if (crash_before_commit) _exit(1);  // tests: die as a crash would, before the commit
+    fs::rename(tmp_dir, final_dir);
+    fsync_directory(dir);
+    // Keep the newest `keep` complete checkpoints.
+    std::vector<std::string> complete;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      std::string n = entry.path().filename().string();
+      if (n.rfind("step_", 0) == 0 && n.find(".tmp") == std::string::npos && fs::exists(entry.path() / "index.json"))
+        complete.push_back(n);
+    }
+    std::sort(complete.begin(), complete.end());
+    for (size_t k = 0; k + static_cast<size_t>(s.config.checkpoint.keep) < complete.size(); ++k)
+      fs::remove_all(dir + "/" + complete[k]);
+  }
+  s.comm->world().barrier();
+  return final_dir;
+}
+
+std::optional<std::string> find_latest_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return std::nullopt;
+  std::string best;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string n = entry.path().filename().string();
+    if (n.rfind("step_", 0) != 0 || n.find(".tmp") != std::string::npos) continue;
+    if (!fs::exists(entry.path() / "index.json")) continue;
+    if (n > best) best = n;
+  }
+  if (best.empty()) return std::nullopt;
+  return dir + "/" + best;
+}
+
+std::string resolve_resume_path(const Config& config, const std::string& requested) {
+  if (!requested.empty() && requested != "latest") {
+    SPMD_CHECK(fs::exists(requested + "/index.json"), "--resume {}: not a complete checkpoint (no index.json there)",
+               requested);
+    return requested;
+  }
+  SPMD_CHECK(!config.checkpoint.dir.empty(), "--resume needs checkpoint.dir in the config, or a checkpoint path");
+  auto latest = find_latest_checkpoint(config.checkpoint.dir);
+  SPMD_CHECK(latest.has_value(), "--resume: no complete checkpoint in {} (looked for step_*/index.json)",
+             config.checkpoint.dir);
+  return *latest;
+}
+
+namespace {
+void restore_on_this_rank(TrainState& s, const std::string& path) {
+  const std::string index_path = path + "/index.json";
+  nlohmann::json index = read_json_file(index_path);
+  try {
+    SPMD_CHECK(index.at("format") == "spmd-train-checkpoint", "{}: not a spmd-train checkpoint index", index_path);
+    SPMD_CHECK(index.at("version").get<int>() == kFormatVersion, "{}: format version {} is not supported (expected {})",
+               index_path, index.at("version").dump(), kFormatVersion);
+    // The model must be the same network; the mesh and rules may differ.
+    nlohmann::json want = model_json(s.config.model);
+    for (auto it = want.begin(); it != want.end(); ++it)
+      SPMD_CHECK(index.at("model").at(it.key()) == it.value(),
+                 "{}: checkpoint has model.{} = {} but the config says {}; the model shape must match", index_path,
+                 it.key(), index.at("model").at(it.key()).dump(), it.value().dump());
+
+    const auto& layout = s.model->layout();
+    std::map<std::string, const nlohmann::json*> arrays;
+    for (const auto& a : index.at("arrays")) arrays[a.at("name").get<std::string>()] = &a;
+    std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
+    auto open = [&](const std::string& name) -> const SafetensorsFile& {
+      auto& f = files[name];
+      if (!f) {
+        const std::string file_path = path + "/" + name;
+        SPMD_CHECK(fs::exists(file_path), "checkpoint file {} is missing", file_path);
+        f = std::make_unique<SafetensorsFile>(file_path);
+      }
+      return *f;
+    };
+
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < layout.params.size(); ++i) {
+      const auto& p = layout.params[i];
+      const auto target_offset = p.sharding.shard_offset(s.rank());
+      const auto target_shape = p.sharding.shard_shape();
+      for (const char* kind : kArrayKinds) {
+        const std::string name = std::string(kind) + "/" + p.info.name;
+        SPMD_CHECK(arrays.count(name), "{}: has no array '{}'", index_path, name);
+        const auto& entry = *arrays[name];
+        auto saved_shape = entry.at("shape").get<std::vector<int64_t>>();
+        SPMD_CHECK(saved_shape.size() == p.info.shape.size(), "{}: array '{}' has shape {} but the model needs {}",
+                   index_path, name, entry.at("shape").dump(), nlohmann::json(p.info.shape).dump());
+        for (size_t d = 0; d < saved_shape.size(); ++d)
+          SPMD_CHECK(saved_shape[d] == p.info.shape[d] || p.info.logical[d] == "vocab",
+                     "{}: array '{}' has shape {} but the model needs {}", index_path, name, entry.at("shape").dump(),
+                     nlohmann::json(p.info.shape).dump());
+        // Vocab padding may differ between meshes: padding rows are zero, so start from zeros and
+        // copy every saved element that falls inside this rank's shard.
+        at::Tensor& target = local_array(s, kind, i);
+        target.zero_();
+        for (const auto& block : entry.at("blocks")) {
+          auto offset = block.at("offset").get<std::vector<int64_t>>();
+          auto shape = block.at("shape").get<std::vector<int64_t>>();
+          std::vector<int64_t> lo(offset.size()), hi(offset.size());
+          bool overlaps = true;
+          for (size_t d = 0; d < offset.size(); ++d) {
+            lo[d] = std::max(offset[d], target_offset[d]);
+            hi[d] = std::min(offset[d] + shape[d], target_offset[d] + target_shape[d]);
+            overlaps = overlaps && lo[d] < hi[d];
+          }
+          if (!overlaps) continue;
+          const std::string file_name = block.at("file").get<std::string>();
+          const SafetensorsFile& file = open(file_name);
+          const std::string tensor = block.at("tensor").get<std::string>();
+          SPMD_CHECK(file.entries().count(tensor), "checkpoint file {}/{} has no tensor '{}'", path, file_name, tensor);
+          const auto& e = file.entries().at(tensor);
+          auto range = block.at("byte_range").get<std::vector<uint64_t>>();
+          SPMD_CHECK(range.size() == 2 && range[0] == file.data_start() + e.begin && range[1] == file.data_start() + e.end,
+                     "checkpoint file {}/{}: tensor '{}' is not where the index says (corrupted)", path, file_name, tensor);
+          SPMD_CHECK(fmt::format("{:016x}", checksum_bytes(file.bytes(tensor), e.end - e.begin)) ==
+                         block.at("checksum").get<std::string>(),
+                     "checkpoint file {}/{}: checksum mismatch for '{}' (corrupted)", path, file_name, tensor);
+          SPMD_CHECK(e.shape == shape, "checkpoint file {}/{}: tensor '{}' has shape {} but the index says {}", path,
+                     file_name, tensor, nlohmann::json(e.shape).dump(), nlohmann::json(shape).dump());
+          at::Tensor src = file.tensor(tensor), dst = target;
+          for (size_t d = 0; d < offset.size(); ++d) {
+            src = src.narrow(static_cast<int64_t>(d), lo[d] - offset[d], hi[d] - lo[d]);
+            dst = dst.narrow(static_cast<int64_t>(d), lo[d] - target_offset[d], hi[d] - lo[d]);
+          }
+          dst.copy_(src);
+        }
+      }
+    }
+    s.optimizer->set_steps_taken(index.at("optimizer").at("steps_taken").get<int64_t>());
+    LoaderState loader_state;
+    from_json(index.at("data_iterator"), loader_state);
+    s.loader->restore(loader_state);
+    s.step = index.at("step").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: malformed checkpoint index: {}", index_path, e.what()));
+  }
+}
+}  // namespace
+
+void restore_checkpoint(TrainState& s, const std::string& path) {
+  // A rank may be the only one to read a bad block: agree on failure so that every rank stops
+  // with the same exit code instead of the others waiting in the next collective.
+  std::string error;
+  try {
+    restore_on_this_rank(s, path);
+  } catch (const UsageError& e) {
+    error = e.what();
+  }
+  at::Tensor failed = at::full({1}, error.empty() ? 0.0f : 1.0f);
+  s.comm->world().all_reduce_max(failed);
+  if (!error.empty()) throw UsageError(error);
+  if (failed.item<float>() > 0) throw UsageError("another rank could not restore the checkpoint " + path + " (see its message)");
+}
+
+}  // namespace spmd

@@ -1,0 +1,31 @@
+// Sharded, atomic checkpoints (Orbax-style). One directory per step:
+//   <dir>/step_00000100/index.json            rank 0: mesh, rules, config, every array's blocks
+//   <dir>/step_00000100/rank_00003.safetensors each rank: the blocks it is the primary holder of
+// Written under step_XXXXXXXX.tmp, fsynced, renamed by rank 0 after a barrier: a crash mid-save
+// leaves the previous checkpoint as the latest. Restore works onto any mesh: each rank reads just
+// the parts of saved blocks that overlap its own shards.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "train/train_state.h"
+
+namespace spmd {
+
+// Collective: every rank calls it. Returns the final directory. `crash_before_commit` (tests)
+// makes rank 0 exit after the shards are written and before the rename, as a crash would.
+std::string save_checkpoint(TrainState& state, bool crash_before_commit = false);
+
+// The newest complete checkpoint (one with index.json) under `dir`, if any.
+std::optional<std::string> find_latest_checkpoint(const std::string& dir);
+
+// Collective: loads `path` (a step directory) into the state: parameters, AdamW state, step,
+// data iterator. UsageError (exit 2) naming the file for anything missing, truncated, corrupted
+// or incompatible; nothing is modified on disk.
+void restore_checkpoint(TrainState& state, const std::string& path);
+
+// Resolves --resume: "" or "latest" -> newest complete checkpoint in checkpoint.dir (error if
+// none), otherwise the given directory.
+std::string resolve_resume_path(const Config& config, const std::string& requested);
+
+}  // namespace spmd

@@ -1,0 +1,100 @@
+// safetensors writer and validating reader.
+#include "ckpt/safetensors.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "util/durable_file.h"
+#include "util/error.h"
+
+namespace spmd {
+
+uint64_t checksum_bytes(const void* data, size_t size) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<at::Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    SPMD_ASSERT(t.tensor.scalar_type() == at::kFloat, "{}: only float32 is written", t.name);
+    at::Tensor c = t.tensor.detach().contiguous();
+    uint64_t bytes = static_cast<uint64_t>(c.numel()) * 4;
+    header[t.name] = {{"dtype", "F32"}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    data.push_back(c);
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
+  std::string out(8, '\0');
+  uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out += json;
+  out.reserve(out.size() + offset);
+  for (const auto& c : data) out.append(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()) * 4);
+  write_file_durably(path, out);
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
+  const size_t size = file_.size();
+  SPMD_CHECK(size >= 8, "{}: truncated safetensors file ({} bytes, no header)", path, size);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(file_.data()[i]) << (8 * i);
+  SPMD_CHECK(n <= size - 8, "{}: truncated or corrupted safetensors file (header of {} bytes, file of {})", path, n, size);
+  data_start_ = 8 + n;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(file_.data() + 8, file_.data() + 8 + n);
+  } catch (const std::exception& e) {
+    throw UsageError(fmt::format("{}: corrupted safetensors header: {}", path, e.what()));
+  }
+  SPMD_CHECK(header.is_object(), "{}: corrupted safetensors header (not an object)", path);
+  const uint64_t data_size = size - data_start_;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      for (auto m = it.value().begin(); m != it.value().end(); ++m)
+        if (m.value().is_string()) metadata_[m.key()] = m.value().get<std::string>();
+      continue;
+    }
+    try {
+      SafetensorsEntry e;
+      e.dtype = it.value().at("dtype").get<std::string>();
+      e.shape = it.value().at("shape").get<std::vector<int64_t>>();
+      auto offsets = it.value().at("data_offsets").get<std::vector<uint64_t>>();
+      SPMD_CHECK(offsets.size() == 2, "bad data_offsets");
+      e.begin = offsets[0];
+      e.end = offsets[1];
+      uint64_t numel = 1;
+      for (int64_t s : e.shape) numel *= static_cast<uint64_t>(s);
+      SPMD_CHECK(e.begin <= e.end && e.end <= data_size, "{}: tensor '{}' ends at byte {} but the file holds {} data "
+                 "bytes (truncated?)", path, it.key(), e.end, data_size);
+      SPMD_CHECK(e.dtype != "F32" || e.end - e.begin == numel * 4, "{}: tensor '{}' has {} bytes for shape of {} floats",
+                 path, it.key(), e.end - e.begin, numel);
+      entries_[it.key()] = e;
+    } catch (const nlohmann::json::exception& ex) {
+      throw UsageError(fmt::format("{}: corrupted safetensors entry '{}': {}", path, it.key(), ex.what()));
+    }
+  }
+}
+
+const unsigned char* SafetensorsFile::bytes(const std::string& name) const {
+  auto it = entries_.find(name);
+  SPMD_CHECK(it != entries_.end(), "{}: has no tensor '{}'", path(), name);
+  return file_.data() + data_start_ + it->second.begin;
+}
+
+at::Tensor SafetensorsFile::tensor(const std::string& name) const {
+  const auto& e = entries_.at(name);
+  SPMD_CHECK(e.dtype == "F32", "{}: tensor '{}' has dtype {}, expected F32", path(), name, e.dtype);
+  return at::from_blob(const_cast<unsigned char*>(bytes(name)), e.shape, at::kFloat);
+}
+
+}  // namespace spmd

@@ -1,0 +1,53 @@
+// The safetensors file format (8-byte little-endian header length, JSON header, raw data), so any
+// safetensors reader can open our shards and exports. fp32 tensors only, which is all we write.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "data/mapped_file.h"
+
+namespace spmd {
+
+struct NamedTensor {
+  std::string name;
+  at::Tensor tensor;  // float32; written contiguous
+};
+
+// Writes and fsyncs `path`. Tensors are laid out in the given order.
+void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// 64-bit FNV-1a of a byte range: the checksum stored in checkpoint indexes.
+uint64_t checksum_bytes(const void* data, size_t size);
+
+struct SafetensorsEntry {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte offsets relative to the data section
+};
+
+// A memory-mapped safetensors file with its header validated: every entry's offsets lie inside
+// the file and match its shape. UsageError naming the file otherwise (truncated, corrupted).
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path);
+  const std::string& path() const { return file_.path(); }
+  const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // A read-only view of a float32 tensor (valid while this object lives).
+  at::Tensor tensor(const std::string& name) const;
+  const unsigned char* bytes(const std::string& name) const;
+  uint64_t data_start() const { return data_start_; }
+
+ private:
+  MappedFile file_;
+  uint64_t data_start_ = 0;
+  std::map<std::string, SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace spmd

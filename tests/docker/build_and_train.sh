@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds the repository's Dockerfile for real with buildah (no Docker engine needed), trains 3 steps
+# of configs/default.yaml inside the image, and checks that the runtime image is lean: no compiler,
+# no -dev package, OpenBLAS behind libblas.so.3, a non-root user who can write out/.
+#
+#   bash tests/docker/build_and_train.sh          # from anywhere; prints "PASSED" or "SKIPPED: ..."
+#
+# Optional and slow: a cold build installs the -dev packages and compiles on this machine's cores
+# (many minutes; buildah's vfs storage copies every layer whole), a warm one reuses cached layers.
+# Not part of scripts/test or .ci/run.
+#
+# Skips (exit 0, "SKIPPED: ...") where buildah is missing or the base image debian:bookworm is not
+# in local storage and cannot be seeded. Seeding uses ../shared/tools/seed-base-image, the shared
+# folder beside the repository (CI has it at ../shared too). Only this optional test uses it:
+# nothing in the project's build, tests or programs depends on the shared folder.
+#
+# Environment: SPMD_IMAGE (tag, default spmd-train), SPMD_DOCKER_RMI=1 removes the image afterwards.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+root=$(pwd)
+image=${SPMD_IMAGE:-spmd-train}
+export STORAGE_DRIVER=vfs
+B=(buildah --storage-driver vfs)
+
+skip() { echo "SKIPPED: $*"; exit 0; }
+fail() { echo "FAILED: $*" >&2; exit 1; }
+now() { date +%s; }
+
+command -v buildah >/dev/null 2>&1 || skip "buildah is not installed (apt-get install buildah)"
+
+has_base() {
+  "${B[@]}" images --format '{{.Name}}:{{.Tag}}' 2>/dev/null | grep -qx 'docker.io/library/debian:bookworm'
+}
+if ! has_base; then
+  seed="$root/../shared/tools/seed-base-image"
+  [[ -x "$seed" ]] || skip "debian:bookworm is not in buildah's local storage and $seed is not there to seed it"
+  echo "docker test: seeding debian:bookworm with $seed"
+  "$seed" || skip "could not seed debian:bookworm (no Debian mirror reachable?)"
+  has_base || skip "seeding did not produce debian:bookworm"
+fi
+
+log_dir=$(mktemp -d)
+containers=()
+cleanup() {
+  local c
+  for c in "${containers[@]}"; do "${B[@]}" rm "$c" >/dev/null 2>&1 || true; done
+  if [[ "${SPMD_DOCKER_RMI:-0}" == 1 ]]; then "${B[@]}" rmi "$image" >/dev/null 2>&1 || true; fi
+  rm -rf "$log_dir"
+}
+trap cleanup EXIT
+
+# --layers: keep every step's layer so that the next build reuses what did not change.
+echo "docker test: building $image (buildah bud; a cold build takes many minutes)"
+t0=$(now)
+if ! "${B[@]}" bud --pull-never --layers --isolation chroot -t "$image" . >"$log_dir/build.log" 2>&1; then
+  tail -n 60 "$log_dir/build.log" >&2
+  fail "buildah bud failed (last lines above)"
+fi
+echo "docker test: built in $(( $(now) - t0 )) s; image size $("${B[@]}" images --format '{{.Size}}' "localhost/$image:latest" | head -1)"
+
+ctr=$("${B[@]}" from --pull-never "$image")
+containers+=("$ctr")
+in_ctr() { "${B[@]}" run --isolation chroot "$ctr" -- "$@"; }
+
+# 1. Three training steps of the default job (4 Gloo ranks on a 2x2 mesh), as the image's user.
+t0=$(now)
+if ! in_ctr spmd-train --config configs/default.yaml --set train.steps=3 --set train.eval_every=0 \
+    >"$log_dir/train.log" 2>&1; then
+  cat "$log_dir/train.log" >&2
+  fail "spmd-train exited non-zero inside the image"
+fi
+cat "$log_dir/train.log"
+grep -Eq '^(\[rank 0\] )?step +3/3 \| loss [0-9]+\.[0-9]+ ' "$log_dir/train.log" || fail "no loss line for step 3/3"
+grep -Eq '^(\[rank 0\] )?step +1/3 \| loss [0-9]+\.[0-9]+ ' "$log_dir/train.log" || fail "no loss line for step 1/3"
+grep -Eq 'done: 3 steps in .*final loss [0-9]+\.[0-9]+' "$log_dir/train.log" || fail "no 'done: 3 steps' line"
+echo "docker test: trained 3 steps in $(( $(now) - t0 )) s"
+
+# 2. spmd-inspect prints a layout.
+in_ctr spmd-inspect --config configs/hybrid-4x2.yaml >"$log_dir/inspect.log" 2>&1 \
+  || { cat "$log_dir/inspect.log" >&2; fail "spmd-inspect exited non-zero inside the image"; }
+grep -q '^mesh \[4, 2\] (data, model): 8 devices' "$log_dir/inspect.log" || { cat "$log_dir/inspect.log" >&2; fail "spmd-inspect printed no 4x2 layout"; }
+
+# 3. The runtime image: no compiler, no -dev package, OpenBLAS, non-root, out/ writable, metrics written.
+in_ctr sh -c 'for c in gcc g++ cc c++ clang clang++ x86_64-linux-gnu-gcc-12 x86_64-linux-gnu-g++-12; do
+                command -v "$c" && exit 1; done; exit 0' >"$log_dir/cc.log" 2>&1 \
+  || fail "the runtime image has a compiler: $(tr '\n' ' ' <"$log_dir/cc.log")"
+dev=$(in_ctr sh -c "dpkg-query -W -f='\${binary:Package}\n' | grep -E -- '-dev(:|\$)' || true")
+[[ -z "$dev" ]] || fail "the runtime image has -dev packages: $(echo $dev)"
+blas=$(in_ctr readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
+[[ "$blas" == *openblas* ]] || fail "libblas.so.3 resolves to $blas, not OpenBLAS"
+uid=$(in_ctr id -u)
+[[ "$uid" != 0 ]] || fail "the image runs as root"
+in_ctr test -s out/default/metrics.jsonl || fail "training wrote no out/default/metrics.jsonl (is out/ writable?)"
+
+echo "docker test: image $image: no compiler, no -dev packages, BLAS $blas, uid $uid"
+echo "PASSED: the docker image builds, trains and is lean"
+echo "docker: 1 passed, 0 failed"

@@ -1,0 +1,104 @@
+// Shared by the multi-process training tests: the tiny model on a generated corpus,
+// the meshes under test, and reading metrics.jsonl.
+#pragma once
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace spmd::test {
+
+// 2 layers, width 32, 8 heads, vocab 72, block 16, global batch 8; a [1,1] mesh by default.
+struct TinyRun {
+  TempDir dir;
+  std::string config;
+  TinyRun() {
+    write_token_file(dir.file("train.bin"), 20000, 72, 1);
+    write_token_file(dir.file("val.bin"), 4000, 72, 2);
+    config = dir.file("tiny.yaml");
+    write_file(config, "mesh: {shape: [1, 1], axes: [data, model]}\n"
+                       "sharding_rules: [[batch, data], [vocab, model], [heads, model], [mlp, model], "
+                       "[embed, null], [seq, null], [kv, null]]\n"
+                       "model: {vocab_size: 72, block_size: 16, n_layer: 2, n_head: 8, n_embd: 32, dropout: 0.0}\n"
+                       "data: {train: " + dir.file("train.bin") + ", val: " + dir.file("val.bin") +
+                       ", batch_size: 8}\n"
+                       "train: {steps: 12, decay_steps: 12, warmup_steps: 3, lr: 3.0e-3, log_every: 1, "
+                       "eval_every: 6, eval_batches: 2}\n"
+                       "runtime: {timeout_s: 60}\n");
+  }
+};
+
+struct TestMesh {
+  std::string name, shape, axes, rules;
+};
+
+inline const std::string kTpRules =
+    "[[batch, data], [vocab, model], [heads, model], [mlp, model], [embed, null], [seq, null], [kv, null]]";
+inline const std::vector<TestMesh> kMeshes{
+    {"dp-8x1", "[8,1]", "[data,model]", kTpRules},
+    {"hybrid-4x2", "[4,2]", "[data,model]", kTpRules},
+    {"hybrid-2x4", "[2,4]", "[data,model]", kTpRules},
+    {"tp-1x8", "[1,8]", "[data,model]", kTpRules},
+    {"fsdp-8", "[8]", "[fsdp]",
+     "[[batch, fsdp], [embed, fsdp], [vocab, null], [heads, null], [mlp, null], [seq, null], [kv, null]]"},
+    {"3d-2x2x2", "[2,2,2]", "[data,fsdp,model]",
+     "[[batch, [data, fsdp]], [embed, fsdp], [vocab, model], [heads, model], [mlp, model], [seq, null], [kv, null]]"},
+};
+
+inline const TestMesh& test_mesh(const std::string& name) {
+  for (const auto& m : kMeshes)
+    if (m.name == name) return m;
+  throw std::runtime_error("no test mesh " + name);
+}
+
+inline std::vector<std::string> mesh_args(const TestMesh& m) {
+  return {"--set", "mesh.shape=" + m.shape, "--set", "mesh.axes=" + m.axes, "--set", "sharding_rules=" + m.rules};
+}
+
+struct Curve {
+  std::vector<double> loss, val_loss;
+};
+
+inline Curve read_metrics(const std::string& path) {
+  Curve c;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    c.loss.push_back(j["loss"].get<double>());
+    if (j.contains("val_loss")) c.val_loss.push_back(j["val_loss"].get<double>());
+  }
+  return c;
+}
+
+// spmd-train on the tiny config with output.dir=out and extra arguments; returns the process.
+inline ProcessResult run_train(const TinyRun& run, const std::string& out, const std::vector<std::string>& extra) {
+  std::vector<std::string> argv{binary_path("spmd-train"), "--config", run.config, "--set", "output.dir=" + out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run_process(argv, {}, 300);
+}
+
+// The same, requiring success; returns the loss curve.
+inline Curve train(const TinyRun& run, const std::string& out, const std::vector<std::string>& extra) {
+  auto r = run_train(run, out, extra);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  return read_metrics(out + "/metrics.jsonl");
+}
+
+inline void check_same_curve(const Curve& got, const Curve& want, double rel) {
+  REQUIRE(got.loss.size() == want.loss.size());
+  REQUIRE(got.val_loss.size() == want.val_loss.size());
+  for (size_t i = 0; i < want.loss.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(got.loss[i] - want.loss[i]) <= rel * std::abs(want.loss[i]));
+  }
+  for (size_t i = 0; i < want.val_loss.size(); ++i)
+    CHECK(std::abs(got.val_loss[i] - want.val_loss[i]) <= rel * std::abs(want.val_loss[i]));
+}
+
+}  // namespace spmd::test
