@@ -95,7 +95,7 @@ std::string save_checkpoint(TrainState& s, bool crash_before_commit) {
       manifest[b.name] = {{"file", file},
                           {"byte_range", {written.data_start() + e.begin, written.data_start() + e.end}},
                           {"checksum", fmt::format("{:016x}", checksum_bytes(written.bytes(b.name), e.end - e.begin))}};
-  }
+    }
   }
   write_file_durably(tmp_dir + fmt::format("/manifest_{:05d}.json", rank), manifest.dump());
   fsync_directory(tmp_dir);
