@@ -38,11 +38,17 @@ ENV DEBIAN_FRONTEND=noninteractive
 #   libspdlog1.10       linked by the build (dropped by --as-needed while no compiled spdlog call
 #                       is made; 0.5 MB kept so that the first one does not break only the image)
 # CLI11, nlohmann-json and doctest are header-only.
-# No documentation, man pages or translations (the copyright files stay).
+# libtorch1.13 depends on OpenCV (and through it Qt5, Mesa, FFmpeg, GDAL): they load with it and
+# stay. dpkg leaves out what never loads here: documentation, man pages and translations (the
+# copyright files stay), and Mesa's OpenGL drivers with the LLVM and Z3 they bring (~170 MB; only
+# opened when a program creates an OpenGL context, which a headless trainer never does).
 RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
       'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
       'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' \
       'path-exclude=/usr/share/lintian/*' >/etc/dpkg/dpkg.cfg.d/01-nodoc \
+ && printf '%s\n' 'path-exclude=/usr/lib/x86_64-linux-gnu/dri/*' \
+      'path-exclude=/usr/lib/x86_64-linux-gnu/libLLVM-15.so*' \
+      'path-exclude=/usr/lib/x86_64-linux-gnu/libz3.so*' >/etc/dpkg/dpkg.cfg.d/02-no-gl-drivers \
  && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       libtorch1.13 libopenblas0-openmp libyaml-cpp0.7 libfmt9 libspdlog1.10 \

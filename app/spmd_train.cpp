@@ -8,6 +8,8 @@
 #include "config/config.h"
 #include "parallel/layout.h"
 #include "train/launcher.h"
+#include "train/output_dirs.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/guarded_main.h"
@@ -74,6 +76,8 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
                       ? static_cast<int>(config.runtime.threads_per_rank)
                       : spmd::default_threads_per_rank(rendezvous.local_world_size);
     at::set_num_threads(threads);
+    if (rendezvous.rank == 0) spmd::check_output_dirs(config);
+    spmd::install_stop_handlers();
     return spmd::run_training(config, rendezvous, opt.train);
   }
   int nproc = opt.nproc > 0 ? opt.nproc : mesh_size / opt.launch.nnodes;
@@ -86,8 +90,11 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
     at::set_num_threads(config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
                                                             : spmd::default_threads_per_rank(1));
     opt.train.single_process = true;
+    spmd::check_output_dirs(config);
+    spmd::install_stop_handlers();
     return spmd::run_training(config, rendezvous, opt.train);
   }
+  if (opt.launch.node_rank == 0) spmd::check_output_dirs(config);  // before any process starts
   opt.launch.nproc_per_node = nproc;
   opt.launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
   return spmd::launch_workers(opt.launch, argv);

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "util/error.h"
+#include "util/exception_text.h"
 #include "util/torch_compat.h"
 
 namespace spmd {
@@ -45,7 +46,7 @@ Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh)
     store_ = c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
   } catch (const std::exception& e) {
     throw RuntimeError(fmt::format("rendezvous with {}:{} failed for rank {} (timeout {:.0f} s): {}",
-                                   info.master_addr, info.master_port, info.rank, info.timeout_s, e.what()));
+                                   info.master_addr, info.master_port, info.rank, info.timeout_s, exception_text(e)));
   }
   // Gloo binds to the address peers reach us on: loopback for a local run.
   address_ = info.master_addr == "localhost" ? "127.0.0.1" : info.master_addr;
@@ -55,7 +56,9 @@ Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh)
     world_ = Group(make_gloo(prefix, info.rank, info.world_size, timeout_, address_), info.rank,
                    info.world_size, "world", timeout_);
   } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format("creating the world process group failed on rank {}: {}", info.rank, e.what()));
+    throw RuntimeError(fmt::format("creating the world process group failed on rank {} within runtime.timeout_s = "
+                                   "{:.0f} s: {} (did every one of the {} ranks start?)",
+                                   info.rank, info.timeout_s, exception_text(e), info.world_size));
   }
 }
 
@@ -76,7 +79,7 @@ void Communicator::create_group(const std::vector<std::string>& axes) {
     auto prefix = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
     groups_[key] = Group(make_gloo(prefix, index, size, timeout_, address_), index, size, name, timeout_);
   } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format("creating process group {} failed on rank {}: {}", name, rank_, e.what()));
+    throw RuntimeError(fmt::format("creating process group {} failed on rank {}: {}", name, rank_, exception_text(e)));
   }
 }
 

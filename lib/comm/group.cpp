@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "util/error.h"
+#include "util/exception_text.h"
 #include "util/torch_compat.h"
 
 namespace spmd {
@@ -33,7 +34,7 @@ void Group::wait(const char* what, c10::intrusive_ptr<c10d::Work> work) const {
     // Gloo reports a dead peer as a connection error or a timeout: say which group and why.
     throw RuntimeError(fmt::format("{} over group '{}' ({} ranks) failed: {}; a peer process has probably "
                                    "died or stopped responding",
-                                   what, name_, size_, e.what()));
+                                   what, name_, size_, exception_text(e)));
   }
 }
 

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "model/fused_attention.h"
+
 namespace spmd {
 
 namespace {
@@ -19,21 +21,29 @@ at::Tensor Gpt2::layer_norm(const at::Tensor& x, const std::string& prefix, Mode
 
 at::Tensor Gpt2::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training) const {
   const std::string p = fmt::format("h.{}.attn", layer);
-  const int64_t B = x.size(0), T = x.size(1);
   at::Tensor qkv = ops.dense(x, p + ".c_attn.weight", config_.bias ? p + ".c_attn.bias" : "", 1);  // (B, T, 3, H, D)
-  const int64_t D = qkv.size(4);
-  at::Tensor q = qkv.select(2, 0).transpose(1, 2);  // (B, H, T, D)
-  at::Tensor k = qkv.select(2, 1).transpose(1, 2);
-  at::Tensor v = qkv.select(2, 2).transpose(1, 2);
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
-  at::Tensor causal = at::ones({T, T}, x.options().dtype(at::kBool)).triu(1);
-  at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
-  if (training && config_.dropout > 0)
-    probs = ops.dropout(probs, p + ".attn_dropout", {"batch", "heads", "seq", ""});
-  at::Tensor y = at::matmul(probs, v).transpose(1, 2);  // (B, T, H, D)
-  (void)B;
+  const bool drop = training && config_.dropout > 0;
+  const std::vector<std::string> probs_logical{"batch", "heads", "seq", ""};
+  at::Tensor y;  // (B, T, H, D)
+  if (fused_attention_supports(qkv)) {
+    // The dropout mask is ops.dropout of ones: the same multipliers the unfused path applies.
+    const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
+    at::Tensor mask = drop ? ops.dropout(at::ones({B, H, T, T}, qkv.options()), p + ".attn_dropout", probs_logical)
+                           : at::Tensor();
+    y = fused_causal_attention(qkv, mask);
+  } else {
+    const int64_t T = qkv.size(1), D = qkv.size(4);
+    at::Tensor q = qkv.select(2, 0).transpose(1, 2);  // (B, H, T, D)
+    at::Tensor k = qkv.select(2, 1).transpose(1, 2);
+    at::Tensor v = qkv.select(2, 2).transpose(1, 2);
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
+    at::Tensor causal = at::ones({T, T}, x.options().dtype(at::kBool)).triu(1);
+    at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
+    if (drop) probs = ops.dropout(probs, p + ".attn_dropout", probs_logical);
+    y = at::matmul(probs, v).transpose(1, 2);
+  }
   y = ops.dense(y, p + ".c_proj.weight", config_.bias ? p + ".c_proj.bias" : "", 2);  // (B, T, C)
-  if (training && config_.dropout > 0) y = ops.dropout(y, p + ".resid_dropout", kResidual);
+  if (drop) y = ops.dropout(y, p + ".resid_dropout", kResidual);
   return y;
 }
 

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -118,6 +119,10 @@ int launch_workers(const LaunchOptions& options, const std::vector<std::string>&
     pid_t pid = fork();
     if (pid < 0) throw RuntimeError("fork() failed");
     if (pid == 0) {
+      // Own process group: a terminal's Ctrl-C reaches the launcher only, which forwards it once.
+      // Die with the launcher, whatever kills it.
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       dup2(fds[1], 1);
       dup2(fds[1], 2);
       close(fds[0]);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "train/metrics.h"
+#include "train/stop_signal.h"
 #include "train/train_state.h"
 #include "util/error.h"
 
@@ -66,6 +68,14 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
                gpt2_num_params(config.model),
                state.model->local_param_bytes() * 2 + state.optimizer->state_bytes());
 
+  // Every rank must agree on stopping (a signal may reach them at different steps): the max of
+  // their requests is all-reduced after each step.
+  auto agreed_stop_signal = [&]() {
+    at::Tensor requested = at::full({1}, static_cast<float>(stop_signal_received()));
+    state.comm->world().all_reduce_max(requested);
+    return static_cast<int>(requested.item<float>());
+  };
+
   const auto run_start = std::chrono::steady_clock::now();
   const int64_t first_step = state.step;
   double last_loss = NAN;
@@ -94,6 +104,12 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       std::fflush(stdout);
     }
     if (checkpointing && config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoint();
+    if (int sig = agreed_stop_signal()) {
+      if (leader) fmt::print("stopping after step {} on {}\n", state.step, strsignal(sig));
+      if (checkpointing) checkpoint();
+      std::fflush(stdout);
+      return 128 + sig;
+    }
   }
   if (checkpointing) checkpoint();  // the final state, unless just saved
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();

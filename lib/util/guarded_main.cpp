@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "util/error.h"
+#include "util/exception_text.h"
 
 namespace spmd {
 
@@ -17,7 +18,7 @@ int guarded_main(const std::string& program, const std::function<int()>& body) {
     fmt::print(stderr, "{}: error: {}\n", program, e.what());
     return 2;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "{}: runtime error: {}\n", program, e.what());
+    fmt::print(stderr, "{}: runtime error: {}\n", program, exception_text(e));
     return 1;
   } catch (...) {
     fmt::print(stderr, "{}: runtime error: unknown exception\n", program);

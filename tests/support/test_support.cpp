@@ -18,8 +18,7 @@
 
 namespace spmd::test {
 
-ProcessResult run_process(const std::vector<std::string>& argv,
-                          const std::map<std::string, std::string>& env, double timeout_s) {
+RunningProcess start_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
   pid_t pid = fork();
@@ -39,6 +38,11 @@ ProcessResult run_process(const std::vector<std::string>& argv,
   }
   setpgid(pid, pid);
   close(pipe_fds[1]);
+  return {pid, pipe_fds[0]};
+}
+
+ProcessResult finish_process(RunningProcess& process, double timeout_s) {
+  const pid_t pid = process.pid;
   ProcessResult result;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   char buffer[4096];
@@ -50,16 +54,17 @@ ProcessResult run_process(const std::vector<std::string>& argv,
       result.timed_out = true;
       break;
     }
-    pollfd pfd{pipe_fds[0], POLLIN, 0};
+    pollfd pfd{process.output_fd, POLLIN, 0};
     int ready = poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 200)));
     if (ready > 0) {
-      ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
+      ssize_t n = read(process.output_fd, buffer, sizeof buffer);
       if (n <= 0) open = false;
       else result.output.append(buffer, static_cast<size_t>(n));
     }
   }
   if (result.timed_out) kill(-pid, SIGKILL);
-  close(pipe_fds[0]);
+  close(process.output_fd);
+  process.output_fd = -1;
   int status = 0;
   // The pipe closed; the child may still be exiting. Wait, but never past the deadline + 10 s.
   auto hard_deadline = deadline + std::chrono::seconds(10);
@@ -76,6 +81,41 @@ ProcessResult run_process(const std::vector<std::string>& argv,
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
   return result;
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env, double timeout_s) {
+  RunningProcess process = start_process(argv, env);
+  return finish_process(process, timeout_s);
+}
+
+std::vector<int> child_pids(int pid) {
+  std::vector<int> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces, so parse after the last ')'.
+    auto close_paren = line.rfind(')');
+    if (close_paren == std::string::npos) continue;
+    std::istringstream rest(line.substr(close_paren + 2));
+    std::string state;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == pid && state != "Z") children.push_back(std::stoi(name));
+  }
+  return children;
+}
+
+bool process_alive(int pid) {
+  if (kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  auto close_paren = line.rfind(')');
+  return close_paren == std::string::npos || line.substr(close_paren + 2, 1) != "Z";
 }
 
 std::string binary_path(const std::string& name) { return std::string(SPMD_BINARY_DIR) + "/app/" + name; }

@@ -12,6 +12,18 @@ struct ProcessResult {
   std::string output;     // stdout and stderr interleaved
 };
 
+// A process started in its own process group, whose output is collected when it is finished.
+struct RunningProcess {
+  int pid = -1;
+  int output_fd = -1;
+};
+RunningProcess start_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {});
+// Collects output until the process exits or `timeout_s` passes (then its group is killed).
+ProcessResult finish_process(RunningProcess& process, double timeout_s);
+// Pids whose parent is `pid` (from /proc).
+std::vector<int> child_pids(int pid);
+bool process_alive(int pid);
+
 // Runs argv[0] (a path) with extra environment variables, killing its process group after
 // `timeout_s`. Never hangs.
 ProcessResult run_process(const std::vector<std::string>& argv,
