@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/export.h"
+#include "comm/backend.h"
 #include "config/config.h"
 #include "parallel/layout.h"
 #include "train/launcher.h"
@@ -65,6 +66,7 @@ void setup_train(CLI::App& app, TrainCliOptions& opt) {
 int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
   spmd::Config config = spmd::load_config(opt.config_path, opt.overrides);
   spmd::ModelLayout layout = spmd::plan_layout(config);  // layout errors before any process starts
+  spmd::resolve_runtime(config.runtime);
   const int mesh_size = static_cast<int>(layout.mesh.size());
 
   spmd::RendezvousInfo rendezvous;

@@ -182,4 +182,7 @@ TEST_CASE("faults: bad command-line arguments exit 2") {
   }
   auto missing = run_process({binary_path("spmd-train")});
   CHECK(missing.exit_code == 2);
+  auto nccl = run_train(run, run.dir.file("o"), {"--set", "runtime.backend=nccl"});
+  CHECK(nccl.exit_code == 2);
+  CHECK(nccl.output.find("runtime.backend: nccl is not available in this build") != std::string::npos);
 }
