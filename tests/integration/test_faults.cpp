@@ -186,3 +186,26 @@ TEST_CASE("faults: bad command-line arguments exit 2") {
   CHECK(nccl.exit_code == 2);
   CHECK(nccl.output.find("runtime.backend: nccl is not available in this build") != std::string::npos);
 }
+
+TEST_CASE("faults: bad data files stop spmd-train with exit 2 naming the file") {
+  TinyRun run;
+  SUBCASE("token id beyond the vocabulary") {
+    write_token_file(run.dir.file("big-vocab.bin"), 5000, 200, 3);
+    auto r = run_train(run, run.dir.file("o"), {"--set", "data.train=" + run.dir.file("big-vocab.bin")});
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.output.find(run.dir.file("big-vocab.bin")) != std::string::npos, r.output);
+  }
+  SUBCASE("missing file, on a multi-process mesh") {
+    auto args = mesh_args(test_mesh("hybrid-4x2"));
+    args.insert(args.end(), {"--set", "data.val=" + run.dir.file("absent.bin")});
+    auto r = run_train(run, run.dir.file("o"), args);
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.output.find(run.dir.file("absent.bin")) != std::string::npos, r.output);
+  }
+  SUBCASE("truncated uint16 file") {
+    write_file(run.dir.file("odd.bin"), std::string(4001, 'a'));
+    auto r = run_train(run, run.dir.file("o"), {"--set", "data.train=" + run.dir.file("odd.bin")});
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.output.find(run.dir.file("odd.bin")) != std::string::npos, r.output);
+  }
+}
