@@ -1,0 +1,36 @@
+// The counter-based generator: a block drawn alone equals the same block of the full array, and
+// the draws look like N(0, std^2) / Bernoulli(1 - p).
+#include "parallel/counter_rng.h"
+
+// libtorch pulls in glog, whose CHECK would silently replace doctest's.
+#undef CHECK
+#include <doctest/doctest.h>
+
+using namespace spmd;
+
+TEST_CASE("rng: every block of a parameter equals the same slice of the full draw") {
+  const std::vector<int64_t> global{6, 8, 4};
+  at::Tensor full = at::empty(global, at::kFloat);
+  fill_normal_block(full, global, {0, 0, 0}, 1337, stream_id("h.0.w"), 0.02);
+  for (std::vector<int64_t> offset : {std::vector<int64_t>{0, 0, 0}, {3, 4, 0}, {0, 2, 2}}) {
+    std::vector<int64_t> shape{3, 4, 2};
+    at::Tensor block = at::empty(shape, at::kFloat);
+    fill_normal_block(block, global, offset, 1337, stream_id("h.0.w"), 0.02);
+    at::Tensor expected = full.narrow(0, offset[0], 3).narrow(1, offset[1], 4).narrow(2, offset[2], 2);
+    CHECK(at::equal(block, expected));
+  }
+  at::Tensor other = at::empty(global, at::kFloat);
+  fill_normal_block(other, global, {0, 0, 0}, 1337, stream_id("h.1.w"), 0.02);
+  CHECK_FALSE(at::equal(full, other));  // another name, another stream
+}
+
+TEST_CASE("rng: moments of the normal and dropout draws") {
+  const std::vector<int64_t> global{400, 500};
+  at::Tensor x = at::empty(global, at::kFloat);
+  fill_normal_block(x, global, {0, 0}, 7, stream_id("w"), 0.02);
+  CHECK(x.mean().item<double>() == doctest::Approx(0.0).epsilon(0).scale(1).epsilon(1e-3));
+  CHECK(x.std().item<double>() == doctest::Approx(0.02).epsilon(0.01));
+  at::Tensor mask = dropout_mask_block(global, global, {0, 0}, 7, stream_id("drop@step3"), 0.1);
+  CHECK(mask.mean().item<double>() == doctest::Approx(1.0).epsilon(0.01));  // kept / (1 - p) on average
+  CHECK((mask == 0).to(at::kFloat).mean().item<double>() == doctest::Approx(0.1).epsilon(0.05));
+}

@@ -1,0 +1,58 @@
+// AdamW against libtorch's own torch::optim::AdamW, and the learning-rate schedule's shape.
+#include <cmath>
+
+#include <torch/optim/adamw.h>
+
+#include "optim/adamw.h"
+
+// libtorch pulls in glog, whose CHECK would silently replace doctest's.
+#undef CHECK
+#include <doctest/doctest.h>
+
+using namespace spmd;
+
+TEST_CASE("optim: AdamW matches torch::optim::AdamW step for step (decay on matrices only)") {
+  TrainConfig config;
+  config.beta1 = 0.9;
+  config.beta2 = 0.99;
+  config.weight_decay = 0.1;
+  at::manual_seed(0);
+  at::Tensor w0 = at::randn({4, 3}), b0 = at::randn({3});
+  at::Tensor w = w0.clone().set_requires_grad(true), b = b0.clone().set_requires_grad(true);
+  at::Tensor tw = w0.clone().set_requires_grad(true), tb = b0.clone().set_requires_grad(true);
+  AdamW ours({w, b}, {true, false}, config);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<at::Tensor>{tw},
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).betas({0.9, 0.99}).weight_decay(0.1)));
+  groups.emplace_back(std::vector<at::Tensor>{tb},
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).betas({0.9, 0.99}).weight_decay(0.0)));
+  torch::optim::AdamW reference(groups, torch::optim::AdamWOptions(1e-2));
+  for (int step = 0; step < 5; ++step) {
+    at::Tensor gw = at::sin(at::arange(12, at::kFloat).reshape({4, 3}) * (step + 1)),
+               gb = at::cos(at::arange(3, at::kFloat) * (step + 1));
+    w.mutable_grad() = gw.clone();
+    b.mutable_grad() = gb.clone();
+    tw.mutable_grad() = gw.clone();
+    tb.mutable_grad() = gb.clone();
+    ours.step(1e-2);
+    reference.step();
+    CHECK(at::allclose(w, tw, 1e-6, 1e-7));
+    CHECK(at::allclose(b, tb, 1e-6, 1e-7));
+  }
+  CHECK(ours.steps_taken() == 5);
+  CHECK_FALSE(at::allclose(w, w0));
+}
+
+TEST_CASE("optim: warmup, cosine decay to min_lr, then min_lr") {
+  TrainConfig c;
+  c.lr = 1e-3;
+  c.min_lr = 1e-4;
+  c.warmup_steps = 10;
+  c.decay_steps = 110;
+  CHECK(learning_rate_at(c, 0) == doctest::Approx(1e-3 / 11));
+  CHECK(learning_rate_at(c, 9) == doctest::Approx(1e-3 * 10 / 11));
+  CHECK(learning_rate_at(c, 10) == doctest::Approx(1e-3));
+  CHECK(learning_rate_at(c, 60) == doctest::Approx(1e-4 + 0.5 * (1e-3 - 1e-4)));
+  CHECK(learning_rate_at(c, 110) == doctest::Approx(1e-4));
+  CHECK(learning_rate_at(c, 500) == doctest::Approx(1e-4));
+}
