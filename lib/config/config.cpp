@@ -13,10 +13,18 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/yaml_reader.h"
+#include "mesh/mesh.h"
 #include "util/error.h"
 
 namespace spmd {
 namespace {
+
+// Limits past which a config cannot describe a real run. They keep every size that the layout
+// planner and the memory estimate compute in int64 far from overflow (signed overflow is
+// undefined behaviour), and a typo such as n_layer: 2000000000 an error instead of an
+// hours-long, memory-eating plan. (The mesh's limit is kMaxMeshDevices, in mesh/mesh.h.)
+constexpr int64_t kMaxLayers = 1024;                  // parameter tables are per layer
+constexpr int64_t kMaxRunBytes = int64_t{1} << 60;    // 1 EiB of fp32 training state
 
 // ------------------------------------------------------------------------------ field rules
 
@@ -58,6 +66,13 @@ MeshConfig read_mesh(const MapReader& top) {
   r.check("shape", !mesh.shape.empty(), "expected at least one axis size");
   for (size_t i = 0; i < mesh.shape.size(); ++i)
     r.check_item("shape", i, mesh.shape[i] >= 1, "expected an axis size >= 1");
+  for (int64_t i = 0, devices = 1; i < static_cast<int64_t>(mesh.shape.size()); ++i) {
+    if (mesh.shape[i] > kMaxMeshDevices / devices)  // devices * shape[i], without overflowing
+      r.fail("shape", fmt::format("expected at most {} devices in all (the product of the sizes), "
+                                  "got [{}]",
+                                  kMaxMeshDevices, fmt::join(mesh.shape, ", ")));
+    devices *= mesh.shape[i];
+  }
   for (size_t i = 0; i < mesh.axes.size(); ++i) {
     r.check_item("axes", i, !mesh.axes[i].empty(), "expected a non-empty axis name");
     auto first = std::find(mesh.axes.begin(), mesh.axes.end(), mesh.axes[i]);
@@ -132,6 +147,8 @@ ModelConfig read_model(const MapReader& top) {
   read_positive(r, "vocab_size", m.vocab_size);
   read_positive(r, "block_size", m.block_size);
   read_positive(r, "n_layer", m.n_layer);
+  r.check("n_layer", m.n_layer <= kMaxLayers,
+          fmt::format("expected at most {} layers", kMaxLayers));
   read_positive(r, "n_head", m.n_head);
   read_positive(r, "n_embd", m.n_embd);
   read_fraction(r, "dropout", m.dropout);
@@ -209,6 +226,33 @@ RuntimeConfig read_runtime(const MapReader& top) {
   return rt;
 }
 
+// Refuses sizes whose fp32 training state exceeds kMaxRunBytes, before anything multiplies them in
+// int64. Upper bounds, in long double (which cannot overflow here): P = parameters (biases
+// included, vocab padded for the mesh), S = activation floats saved per sequence (the model of
+// inspect/memory_estimate.cpp); the estimate is at most 4 bytes * (P for each of parameters,
+// gradients, AdamW m and v, gathered FSDP copies + batch_size * S).
+void check_run_size(const MapReader& top, const Config& c) {
+  using Real = long double;
+  Real devices = 1;
+  for (int64_t s : c.mesh.shape) devices *= static_cast<Real>(s);
+  const ModelConfig& m = c.model;
+  const Real V = static_cast<Real>(m.vocab_size) + devices, C = static_cast<Real>(m.n_embd),
+             T = static_cast<Real>(m.block_size), L = static_cast<Real>(m.n_layer),
+             H = static_cast<Real>(m.n_head), B = static_cast<Real>(c.data.batch_size);
+  const Real params = (V + T + 2) * C + L * (12 * C * C + 13 * C);
+  const Real per_sequence = T * (L * (18 * C + 2 * H * T) + 2 * C + 2 * V);
+  auto bytes = [&](Real batch) { return 4 * (5 * params + batch * per_sequence); };
+  if (bytes(B) <= static_cast<Real>(kMaxRunBytes)) return;
+  const std::string message = fmt::format(
+      "training this model needs about {:.3g} bytes of fp32 state (parameters, gradients, AdamW "
+      "state and the activations of data.batch_size = {} sequences), more than the 2^60 bytes "
+      "(1 EiB) a run may have; check the model sizes and data.batch_size",
+      static_cast<double>(bytes(B)), c.data.batch_size);
+  if (bytes(1) <= static_cast<Real>(kMaxRunBytes))  // the batch alone makes it too big
+    top.section("data", {"train", "val", "batch_size"}).fail("batch_size", message);
+  top.fail("model", message);
+}
+
 Config build_config(const YamlDoc& doc) {
   MapReader top(doc, doc.root(), "",
                 {"mesh", "sharding_rules", "model", "data", "train", "checkpoint", "output",
@@ -223,6 +267,7 @@ Config build_config(const YamlDoc& doc) {
   c.checkpoint = read_checkpoint(top);
   c.output = read_output(top);
   c.runtime = read_runtime(top);
+  check_run_size(top, c);
   return c;
 }
 

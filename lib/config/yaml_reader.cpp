@@ -123,6 +123,9 @@ void YamlDoc::apply_override(const std::string& spec) {
     YAML::Node next = cur[parts[i]];  // exists now
     cur.reset(next);
   }
+  // Replace the map entry, not the node it holds: assigning to cur[key] would write through that
+  // node into every alias of it (steps: &n 2000, decay_steps: *n would both change).
+  cur.remove(parts.back());
   cur[parts.back()] = value;
   overrides_.emplace_back(key, origin);
 }

@@ -13,9 +13,10 @@ WindowTable::WindowTable(const TokenDataset& data, int64_t block_size)
   SPMD_CHECK(!data.files().empty(), "{}: dataset holds no files", data.spec());
   first_window_.push_back(0);
   for (const auto& file : data.files()) {
-    SPMD_CHECK(file.num_tokens() >= block_size + 1,
+    // (Not `>= block_size + 1`: that overflows for block_size = INT64_MAX.)
+    SPMD_CHECK(file.num_tokens() > block_size,
                "{}: {} tokens is shorter than one sequence (block_size + 1 = {} tokens)",
-               file.path(), file.num_tokens(), block_size + 1);
+               file.path(), file.num_tokens(), static_cast<uint64_t>(block_size) + 1);
     // Starts 0, T, 2T, ... while start + T + 1 <= n.
     first_window_.push_back(first_window_.back() + (file.num_tokens() - 1) / block_size);
   }

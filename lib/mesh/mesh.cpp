@@ -23,6 +23,8 @@ Mesh::Mesh(std::vector<int64_t> shape, std::vector<std::string> axes)
     SPMD_CHECK(seen.insert(axes_[i]).second, "mesh.axes names '{}' twice: {}", axes_[i], axes_);
     SPMD_CHECK(shape_[i] >= 1, "mesh.shape[{}] (axis '{}') is {}; sizes must be >= 1", i,
                axes_[i], shape_[i]);
+    SPMD_CHECK(shape_[i] <= kMaxMeshDevices / size_,  // size_ * shape_[i] without overflowing
+               "mesh.shape {} has more than {} devices in all", shape_, kMaxMeshDevices);
     size_ *= shape_[i];
   }
 }

@@ -7,9 +7,15 @@
 
 namespace spmd {
 
+// The most devices (processes) a mesh may have. Far above any real run; it keeps sizes computed
+// from a mesh (products of axis sizes, ranks, padded dims) well inside int64 and makes a mistyped
+// size an error instead of an hours-long loop over ranks.
+constexpr int64_t kMaxMeshDevices = int64_t{1} << 20;
+
 class Mesh {
  public:
-  // Validates: equal lengths, sizes >= 1, unique non-empty names. Throws UsageError.
+  // Validates: equal lengths, sizes >= 1, unique non-empty names, at most kMaxMeshDevices devices.
+  // Throws UsageError.
   Mesh(std::vector<int64_t> shape, std::vector<std::string> axes);
 
   int64_t size() const { return size_; }

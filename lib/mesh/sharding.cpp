@@ -142,20 +142,21 @@ LogicalRules::LogicalRules(std::vector<ShardingRule> rules, const Mesh& mesh) : 
 
 std::vector<std::string> LogicalRules::known_names() const {
   std::vector<std::string> names;
+  std::set<std::string> seen;  // not a scan of `names`: thousands of rules must stay cheap
   for (const auto& r : rules_)
-    if (std::find(names.begin(), names.end(), r.logical) == names.end()) names.push_back(r.logical);
+    if (seen.insert(r.logical).second) names.push_back(r.logical);
   return names;
 }
 
 PartitionSpec LogicalRules::resolve(const std::vector<std::string>& logical_axes,
                                     const std::string& tensor_name) const {
-  auto known = known_names();
   for (size_t d = 0; d < logical_axes.size(); ++d) {
     const auto& name = logical_axes[d];
-    SPMD_CHECK(name.empty() || std::find(known.begin(), known.end(), name) != known.end(),
+    auto names_it = [&](const ShardingRule& r) { return r.logical == name; };
+    SPMD_CHECK(name.empty() || std::any_of(rules_.begin(), rules_.end(), names_it),
                "{}: dim {} has logical axis '{}', which no sharding rule mentions; known logical "
                "names: [{}] (add a rule such as [{}, null] to replicate it)",
-               tensor_name, d, name, fmt::join(known, ", "), name);
+               tensor_name, d, name, fmt::join(known_names(), ", "), name);
   }
   std::vector<bool> assigned(logical_axes.size(), false);
   PartitionSpec spec;

@@ -1,0 +1,898 @@
+// A small deterministic fuzz pass over the inputs a user hands us: YAML configs and `--set`
+// overrides (through parse_config -> plan_layout -> inspect_text + inspect_json, what spmd-inspect
+// does) and token files (through TokenDataset::open -> DataLoader -> eval_batch). Built with
+// AddressSanitizer + UBSan (tests/fuzz/CMakeLists.txt), so a crash, an overflow or a leak fails
+// the test even where the outcome looks fine. The only acceptable outcomes are success and the
+// project's own errors with a useful message; anything else is recorded and reported.
+//
+// Determinism: std::mt19937_64's output sequence is fixed by the standard and only its raw
+// integers are used (no <random> distributions, which are implementation-defined), so every run
+// on every platform produces the same inputs; a failure report names the case number to replay.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "data/loader.h"
+#include "data/token_file.h"
+#include "inspect/report.h"
+#include "parallel/layout.h"
+#include "test_support.h"
+#include "util/error.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using spmd::test::TempDir;
+using spmd::test::write_file;
+using Clock = std::chrono::steady_clock;
+
+// A single case slower than this is reported as a (near-)hang. Generous: ASan, a shared machine.
+constexpr double kSlowCaseSeconds = 5.0;
+
+// FUZZ_VERBOSE=1 prints every case's outcome and error message (to replay or review them).
+bool verbose() {
+  static const bool on = std::getenv("FUZZ_VERBOSE") != nullptr;
+  return on;
+}
+
+// ------------------------------------------------------------------------------------ helpers
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  uint64_t next() { return gen_(); }
+  size_t below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(gen_() % n); }
+  bool percent(int p) { return below(100) < static_cast<size_t>(p); }
+  template <class T>
+  const T& pick(const std::vector<T>& v) { return v[below(v.size())]; }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+// Outcome counts and failures of one fuzz test; printed as a summary.
+struct Tally {
+  std::map<std::string, int> outcomes;
+  std::vector<std::string> failures;
+  int cases = 0;
+  double slowest_s = 0;
+  int slowest_case = -1;
+
+  void record(int index, const std::string& outcome, double seconds) {
+    ++cases;
+    ++outcomes[outcome];
+    if (seconds > slowest_s) {
+      slowest_s = seconds;
+      slowest_case = index;
+    }
+    if (seconds > kSlowCaseSeconds)
+      failures.push_back(fmt::format("case {}: took {:.1f} s (outcome {})", index, seconds, outcome));
+  }
+  void fail(std::string what) { failures.push_back(std::move(what)); }
+  int count(const std::string& prefix) const {
+    int n = 0;
+    for (const auto& [k, v] : outcomes)
+      if (k.rfind(prefix, 0) == 0) n += v;
+    return n;
+  }
+  void print(const std::string& title) const {
+    std::string s = fmt::format("[fuzz] {}: {} cases, slowest {:.3f} s (case {})\n", title, cases,
+                                slowest_s, slowest_case);
+    for (const auto& [k, v] : outcomes) s += fmt::format("[fuzz]   {:<34} {}\n", k, v);
+    for (const auto& f : failures) s += fmt::format("[fuzz]   FAILURE {}\n", f);
+    MESSAGE(s);
+  }
+};
+
+// Printable excerpt of an input for failure messages.
+std::string excerpt(const std::string& s, size_t max = 300) {
+  std::string out;
+  for (char c : s.substr(0, max)) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n') out += "\\n";
+    else if (u < 0x20 || u >= 0x7f) out += fmt::format("\\x{:02x}", u);
+    else out += c;
+  }
+  if (s.size() > max) out += fmt::format("...({} bytes)", s.size());
+  return out;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t nl = text.find('\n', begin);
+    if (nl == std::string::npos) nl = text.size();
+    lines.push_back(text.substr(begin, nl - begin));
+    begin = nl + 1;
+  }
+  return lines;
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// ------------------------------------------------------------------------------- config fuzz
+
+// Numbers that break naive arithmetic or parsing.
+const std::vector<std::string> kExtremeNumbers = {
+    "0", "-0", "-1", "1", "2", "3", "7", "12", "64", "65535", "65536", "2147483647", "2147483648",
+    "-2147483649", "4294967296", "3037000500", "1099511627776", "4611686018427387904",
+    "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+    "99999999999999999999999", "1e308", "-1e308", "1e309", "1e-320", "4.9e-324", ".nan", "NaN",
+    "nan", ".inf", "-.inf", "inf", "0x7fffffffffffffff", "0x1p3", "0o17", "1_000", "1.5", "+4",
+    "00012", "1e3", "0.999999999999999999", "1.0", "-0.0", "1e-9"};
+
+// Ordinary sizes: mutants that stay valid configs and get as far as the planner and the report.
+const std::vector<std::string> kPlausibleNumbers = {"1",  "2",  "3",   "4",   "5",   "6",    "8",
+                                                    "12", "16", "32",  "64",  "96",  "128",  "256",
+                                                    "384", "512", "1024", "0.5", "0.0", "0.1", "100"};
+
+// Values of the wrong type or odd YAML.
+const std::vector<std::string> kWeirdValues = {
+    "", "null", "~", "true", "false", "yes", "[]", "{}", "[1, 2]", "[[1]]", "{a: 1}", "\"\"",
+    "\"text\"", "'x'", "abc", "auto", "data", "model", "fsdp", "[data, model]", "[batch, data]",
+    "[model, model]", "&anc 1", "*anc", "!!int 3", "!!str 5", "!!binary aGVsbG8=", "!custom 4",
+    "|\n  block", ">\n  folded", "? complex\n: key", "\"\\u0000\"", "\"\\xff\"", "- item",
+    "'unterminated", "\"unterminated", "{unclosed", "[unclosed", "#comment", "%TAG", "@reserved",
+    "`tick`", "\t", "<<: *anc", "[null]", "[~, data]", "[1, [2, [3]]]", "\"a\\nb\"", "x: y: z",
+    "\xc3\xa9t\xc3\xa9", "\xff\xfe", "datasets/x.bin", "/", "a,b", "}", "]", "*"};
+
+const std::vector<std::string> kSpecialChars = {":", "[", "]", "{", "}", "-", "#", " ", "\n",
+                                                "\t", "\"", "'", "&", "*", "!", "|", ">", "%",
+                                                "@", "`", ",", "?", std::string(1, '\0'),
+                                                "\xff", "\xc3", "\r", "\\"};
+
+// Every key of the schema (short names) and some near misses.
+const std::vector<std::string> kKeyNames = {
+    "mesh", "shape", "axes", "sharding_rules", "model", "vocab_size", "block_size", "n_layer",
+    "n_head", "n_embd", "dropout", "bias", "data", "train", "val", "batch_size", "steps",
+    "decay_steps", "seed", "lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2",
+    "grad_clip", "eval_every", "eval_batches", "log_every", "skip_nonfinite", "checkpoint", "dir",
+    "every", "keep", "output", "runtime", "backend", "device", "threads_per_rank", "timeout_s"};
+
+const std::vector<std::string> kOverrideKeys = {
+    "mesh.shape", "mesh.axes", "sharding_rules", "model.vocab_size", "model.block_size",
+    "model.n_layer", "model.n_head", "model.n_embd", "model.dropout", "model.bias", "data.train",
+    "data.val", "data.batch_size", "train.steps", "train.decay_steps", "train.seed", "train.lr",
+    "train.min_lr", "train.warmup_steps", "train.weight_decay", "train.beta1", "train.beta2",
+    "train.grad_clip", "train.eval_every", "train.eval_batches", "train.log_every",
+    "train.skip_nonfinite", "checkpoint.dir", "checkpoint.every", "checkpoint.keep", "output.dir",
+    "runtime.backend", "runtime.device", "runtime.threads_per_rank", "runtime.timeout_s",
+    // not in the schema, or not a valid dotted key
+    "mesh", "model", "train", "bogus", "model.bogus", "model.n_layers", "model.n_layer.x",
+    "sharding_rules.batch", "a..b", "", " model . n_layer ", "mesh.shape.0", "x.y.z.w",
+    "model-n_layer", "m\xc3\xbc", ".model", "model.", "runtime.backend.gloo"};
+
+const std::vector<std::string> kListValues = {
+    "[1]", "[2, 2]", "[8]", "[3, 5]", "[1, 1, 1]", "[0]", "[-1, 2]", "[2147483648, 2]",
+    "[4294967296, 4294967296]", "[data]", "[data, model]", "[a, a]", "[data, '']",
+    "[[batch, data], [vocab, model]]", "[[batch, data], [heads, null]]", "[[batch]]",
+    "[[batch, data, model]]", "[[embed, [data, model]]]", "[[mlp, nope]]"};
+
+const std::vector<std::string> kShowParams = {"wte", "wpe", "h.0.mlp.c_fc.weight",
+                                              "h.0.attn.c_attn.weight", "ln_f.weight", "nope",
+                                              "h.0.attn.c_proj.bias", ""};
+
+// Positions where a number token starts and its length.
+std::vector<std::pair<size_t, size_t>> number_tokens(const std::string& s) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 0; i < s.size();) {
+    bool start = std::isdigit(static_cast<unsigned char>(s[i])) &&
+                 (i == 0 || !std::isalnum(static_cast<unsigned char>(s[i - 1])));
+    if (!start) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.' ||
+                            s[j] == 'e' || s[j] == 'E' || s[j] == '-' || s[j] == '_'))
+      ++j;
+    size_t begin = (i > 0 && s[i - 1] == '-') ? i - 1 : i;
+    out.emplace_back(begin, j - begin);
+    i = j;
+  }
+  return out;
+}
+
+// The span of the value after "key:" at `key_end` (just past the ':'): a bracketed flow
+// collection, or a plain scalar up to ',', '}' or the end of the line.
+std::pair<size_t, size_t> value_span(const std::string& s, size_t key_end) {
+  size_t b = key_end;
+  while (b < s.size() && s[b] == ' ') ++b;
+  if (b < s.size() && (s[b] == '[' || s[b] == '{')) {
+    int depth = 0;
+    for (size_t e = b; e < s.size(); ++e) {
+      if (s[e] == '[' || s[e] == '{') ++depth;
+      if (s[e] == ']' || s[e] == '}') {
+        if (--depth == 0) return {b, e + 1 - b};
+      }
+      if (s[e] == '\n' && depth == 0) break;
+    }
+    return {b, 1};
+  }
+  size_t e = b;
+  while (e < s.size() && s[e] != ',' && s[e] != '}' && s[e] != '\n') ++e;
+  return {b, e - b};
+}
+
+std::string huge_list(Rng& rng) {
+  static const std::vector<std::string> items = {"1", "2", "0", "data", "[batch, data]", "null",
+                                                 "-1", "9223372036854775807", "[x, null]", "a"};
+  static const std::vector<size_t> sizes = {50, 200, 1000, 5000, 20000};
+  size_t n = rng.pick(sizes);
+  const std::string& item = rng.pick(items);
+  bool distinct = rng.percent(30);  // distinct names: [a0, a1, ...] or [[r0, null], ...]
+  std::string out = "[";
+  for (size_t i = 0; i < n; ++i) {
+    if (i) out += ", ";
+    if (distinct) out += rng.percent(50) ? fmt::format("a{}", i) : fmt::format("[r{}, null]", i);
+    else out += item;
+  }
+  return out + "]";
+}
+
+std::string deep_nesting(Rng& rng) {
+  static const std::vector<size_t> depths = {10, 100, 500, 1999, 2000, 2001, 5000, 20000};
+  size_t d = rng.pick(depths);
+  switch (rng.below(4)) {
+    case 0: return std::string(d, '[') + "1" + std::string(d, ']');
+    case 1: {
+      std::string s;
+      for (size_t i = 0; i < d; ++i) s += "{a: ";
+      return s + "1" + std::string(d, '}');
+    }
+    case 2: return std::string(d, '[');  // never closed
+    default: {
+      std::string s;  // block-style nesting by indentation
+      for (size_t i = 0; i < std::min<size_t>(d, 300); ++i) s += "\n" + std::string(i + 2, ' ') + "k:";
+      return s + " 1";
+    }
+  }
+}
+
+// One random edit of `text`; `seeds` are the other files to splice from. `gentle` picks only edits
+// that keep the YAML well-formed (numbers, sharding rules), so that the mutant reaches the planner.
+void mutate_once(std::string& text, Rng& rng, const std::vector<std::string>& seeds, bool gentle) {
+  static const std::vector<size_t> gentle_edits = {5, 5, 5, 13};
+  switch (gentle ? rng.pick(gentle_edits) : rng.below(16)) {
+    case 0: {  // flip a bit or replace a byte with a YAML-significant one
+      if (text.empty()) break;
+      size_t i = rng.below(text.size());
+      if (rng.percent(50)) text[i] = static_cast<char>(text[i] ^ (1 << rng.below(8)));
+      else text.replace(i, 1, rng.pick(kSpecialChars));
+      break;
+    }
+    case 1: {  // delete a range
+      if (text.empty()) break;
+      size_t i = rng.below(text.size());
+      size_t n = 1 + rng.below(rng.percent(80) ? 16 : text.size());
+      text.erase(i, n);
+      break;
+    }
+    case 2: {  // duplicate a range somewhere else
+      if (text.empty()) break;
+      size_t i = rng.below(text.size());
+      std::string chunk = text.substr(i, 1 + rng.below(80));
+      text.insert(rng.below(text.size() + 1), chunk);
+      break;
+    }
+    case 3: {  // splice a line from another seed (replace or insert)
+      auto lines = split_lines(text);
+      auto other = split_lines(rng.pick(seeds));
+      if (other.empty()) break;
+      const std::string& line = rng.pick(other);
+      if (!lines.empty() && rng.percent(50)) lines[rng.below(lines.size())] = line;
+      else lines.insert(lines.begin() + static_cast<long>(rng.below(lines.size() + 1)), line);
+      text = join_lines(lines);
+      break;
+    }
+    case 4: {  // swap or drop whole lines
+      auto lines = split_lines(text);
+      if (lines.size() < 2) break;
+      size_t a = rng.below(lines.size()), b = rng.below(lines.size());
+      if (rng.percent(50)) std::swap(lines[a], lines[b]);
+      else lines.erase(lines.begin() + static_cast<long>(a));
+      text = join_lines(lines);
+      break;
+    }
+    case 5:
+    case 6:
+    case 7: {  // replace a number with an extreme one (the most productive mutation)
+      auto nums = number_tokens(text);
+      if (nums.empty()) break;
+      auto [pos, len] = rng.pick(nums);
+      text.replace(pos, len, rng.percent(50) ? rng.pick(kPlausibleNumbers) : rng.pick(kExtremeNumbers));
+      break;
+    }
+    case 8:
+    case 9: {  // replace the value of a schema key with something odd
+      const std::string key = rng.pick(kKeyNames) + ":";
+      std::vector<size_t> hits;
+      for (size_t p = text.find(key); p != std::string::npos; p = text.find(key, p + 1)) hits.push_back(p);
+      if (hits.empty()) break;
+      auto [b, n] = value_span(text, rng.pick(hits) + key.size());
+      std::string value;
+      switch (rng.below(5)) {
+        case 0: value = rng.pick(kExtremeNumbers); break;
+        case 1: value = rng.pick(kListValues); break;
+        case 2: value = huge_list(rng); break;
+        case 3: value = rng.percent(20) ? deep_nesting(rng) : rng.pick(kWeirdValues); break;
+        default: value = rng.pick(kWeirdValues); break;
+      }
+      text.replace(b, n, value);
+      break;
+    }
+    case 10: {  // unknown or misspelled keys
+      static const std::vector<std::string> keys = {"bogus: 1", "n_layers: 4", "vocab: 65",
+                                                    "batchsize: 8", "Model: {}", "mesh: {}",
+                                                    "model: {n_layer: 2}", "\"\": 1", "? [a]\n: 1",
+                                                    "1: 2", "null: 3", "~: x"};
+      auto lines = split_lines(text);
+      std::string k = rng.pick(keys);
+      if (rng.percent(50)) {
+        size_t brace = text.find('{', rng.below(text.size() + 1));
+        if (brace != std::string::npos) {
+          text.insert(brace + 1, k.substr(0, k.find('\n')) + ", ");
+          break;
+        }
+      }
+      lines.insert(lines.begin() + static_cast<long>(rng.below(lines.size() + 1)), k);
+      text = join_lines(lines);
+      break;
+    }
+    case 11: {  // deep nesting or a huge list as a whole section
+      static const std::vector<std::string> sections = {"mesh", "sharding_rules", "model", "train",
+                                                        "runtime", "data"};
+      text += rng.pick(sections) + ": " + (rng.percent(50) ? deep_nesting(rng) : huge_list(rng)) + "\n";
+      break;
+    }
+    case 12: {  // document markers, directives, anchors and aliases
+      static const std::vector<std::string> bits = {"---\n", "...\n", "--- !!map\n", "%YAML 1.2\n---\n",
+                                                    "&root\n", "base: &b {vocab_size: 65}\n",
+                                                    "model: *b\n", "model: {<<: *b}\n", "*undefined\n",
+                                                    "--- |\n  text\n", "\xef\xbb\xbf"};
+      const std::string& bit = rng.pick(bits);
+      if (rng.percent(50)) text = bit + text;
+      else text += bit;
+      break;
+    }
+    case 13: {  // sharding rule edits
+      static const std::vector<std::string> rules = {
+          "  - [embed, data]", "  - [batch, model]", "  - [vocab, [data, model]]",
+          "  - [heads, [model, data]]", "  - [kv, model]", "  - [seq, model]", "  - [mlp, data]",
+          "  - [batch, [data, data]]", "  - [batch]", "  - []", "  - [batch, data, model]",
+          "  - [[batch], data]", "  - [\"\", data]", "  - [unknown_logical, data]",
+          "  - [batch, nope]", "  - [embed, fsdp]", "  - batch", "  - {batch: data}"};
+      auto lines = split_lines(text);
+      size_t at = lines.size();
+      for (size_t i = 0; i < lines.size(); ++i)
+        if (lines[i].rfind("sharding_rules:", 0) == 0) at = i + 1;
+      lines.insert(lines.begin() + static_cast<long>(std::min(at + rng.below(8), lines.size())),
+                   rng.pick(rules));
+      text = join_lines(lines);
+      break;
+    }
+    case 14: {  // random garbage, rarely the whole file
+      std::string junk;
+      size_t n = 1 + rng.below(64);
+      for (size_t i = 0; i < n; ++i) junk += static_cast<char>(rng.below(256));
+      if (rng.percent(10)) text = junk;
+      else text.insert(rng.below(text.size() + 1), junk);
+      break;
+    }
+    default: {  // truncate
+      text.resize(rng.below(text.size() + 1));
+      break;
+    }
+  }
+}
+
+std::vector<std::string> random_overrides(Rng& rng) {
+  std::vector<std::string> out;
+  size_t n = rng.percent(40) ? 1 + rng.below(4) : 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (rng.percent(5)) {
+      static const std::vector<std::string> odd = {"", "=", "noequals", "model.n_layer", "==",
+                                                   "=1", "model.n_layer==2", "model.n_layer=[",
+                                                   "model.n_layer=: x"};
+      out.push_back(rng.pick(odd));
+      continue;
+    }
+    std::string value;
+    switch (rng.below(4)) {
+      case 0: value = rng.pick(kExtremeNumbers); break;
+      case 1: value = rng.pick(kWeirdValues); break;
+      case 2: value = rng.percent(10) ? huge_list(rng) : rng.pick(kListValues); break;
+      default: value = rng.percent(5) ? deep_nesting(rng) : rng.pick(kPlausibleNumbers); break;
+    }
+    out.push_back(rng.pick(kOverrideKeys) + "=" + value);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> seed_configs() {
+  std::vector<std::pair<std::string, std::string>> seeds;
+  for (const char* dir : {"configs", "configs/bench"}) {
+    std::vector<std::string> paths;
+    for (const auto& e : fs::directory_iterator(spmd::test::source_path(dir)))
+      if (e.path().extension() == ".yaml") paths.push_back(e.path().string());
+    std::sort(paths.begin(), paths.end());
+    for (const auto& p : paths) seeds.emplace_back(p, spmd::test::read_file(p));
+  }
+  return seeds;
+}
+
+// Sanity of a successful report: byte counts are non-negative and add up.
+void check_report(const nlohmann::json& j, const std::string& label, Tally& tally) {
+  const auto& totals = j.at("totals");
+  for (const char* which : {"per_device", "single_device"}) {
+    const auto& m = totals.at(which);
+    int64_t sum = 0;
+    for (const char* k : {"params", "grads", "optimizer", "fsdp_gathered", "activations"}) {
+      int64_t v = m.at(k).get<int64_t>();
+      if (v < 0) tally.fail(fmt::format("{}: negative {}.{} = {}", label, which, k, v));
+      sum += v;
+    }
+    if (sum != m.at("total").get<int64_t>())
+      tally.fail(fmt::format("{}: {}.total {} != sum {}", label, which, m.at("total").dump(), sum));
+  }
+  if (totals.at("param_bytes_global").get<int64_t>() < totals.at("param_bytes_per_device").get<int64_t>())
+    tally.fail(label + ": per-device parameter bytes exceed the global ones");
+}
+
+// What spmd-inspect does, end to end; returns the outcome name ("ok", "usage_error@stage").
+std::string inspect_case(const std::string& text, const std::string& name,
+                         const std::vector<std::string>& overrides,
+                         const std::vector<std::string>& show, const std::string& label,
+                         Tally& tally) {
+  std::string stage = "parse";
+  try {
+    spmd::Config config = spmd::parse_config(text, name, overrides);
+    stage = "plan_layout";
+    spmd::ModelLayout layout = spmd::plan_layout(config);
+    stage = "inspect";
+    std::string report = spmd::inspect_text(config, layout, {});
+    nlohmann::json j = spmd::inspect_json(config, layout);
+    std::string dumped = j.dump(2);
+    if (report.empty() || dumped.empty()) tally.fail(label + ": empty report");
+    check_report(j, label, tally);
+    // resolved_yaml must read back as the same config (it goes into logs and checkpoints).
+    stage = "resolved_yaml round trip";
+    spmd::Config again = spmd::parse_config(config.resolved_yaml, name + " (resolved)");
+    if (again.resolved_yaml != config.resolved_yaml)
+      tally.fail(fmt::format("{}: resolved_yaml does not round-trip:\n{}\n---\n{}", label,
+                             config.resolved_yaml, again.resolved_yaml));
+    if (!show.empty()) {
+      stage = "inspect --show";
+      spmd::inspect_text(config, layout, show);
+    }
+    return "ok";
+  } catch (const spmd::UsageError& e) {
+    if (verbose()) fmt::print("[fuzz] {}\n[fuzz]   -> {}\n", label, e.what());
+    if (std::string(e.what()).empty()) tally.fail(label + ": UsageError with an empty message");
+    if (stage == "resolved_yaml round trip")
+      tally.fail(fmt::format("{}: resolved_yaml does not parse back: {}", label, e.what()));
+    return "usage_error@" + stage;
+  } catch (const std::exception& e) {
+    tally.fail(fmt::format("{}: {} at {}: {}", label, typeid(e).name(), stage, e.what()));
+    return "WRONG_EXCEPTION@" + stage;
+  } catch (...) {
+    tally.fail(fmt::format("{}: non-std exception at {}", label, stage));
+    return "WRONG_EXCEPTION@" + stage;
+  }
+}
+
+// ---------------------------------------------------------------------------- token-file fuzz
+
+std::string le32(int32_t v) {
+  std::string s(4, '\0');
+  std::memcpy(s.data(), &v, 4);
+  return s;
+}
+
+std::string llmc_header(int32_t magic, int32_t version, int32_t count) {
+  std::string h = le32(magic) + le32(version) + le32(count);
+  h.resize(spmd::kLlmCHeaderBytes, '\0');
+  return h;
+}
+
+std::string token_bytes(const std::vector<uint16_t>& t) {
+  return std::string(reinterpret_cast<const char*>(t.data()), t.size() * 2);
+}
+
+// One token file's bytes: a valid nanoGPT or llm.c file, then a few corruptions.
+std::string random_token_file(Rng& rng, int vocab_hint) {
+  static const std::vector<size_t> counts = {0, 1, 2, 3, 8, 9, 63, 64, 65, 129, 500, 1000, 4097};
+  static const std::vector<int32_t> magics = {0, 1, -1, 20240519, 20240521, 20240801, -20240520,
+                                              2147483647};
+  static const std::vector<int32_t> versions = {0, 2, -1, 3, 2147483647, -2147483647 - 1};
+  static const std::vector<uint16_t> bad_ids = {0, 1, 64, 112, 113, 114, 255, 256, 65534, 65535};
+  size_t n = rng.pick(counts);
+  std::vector<uint16_t> tokens(n);
+  for (auto& t : tokens) t = static_cast<uint16_t>(rng.below(static_cast<size_t>(vocab_hint)));
+  bool llmc = rng.percent(45);
+  std::string bytes = llmc ? llmc_header(spmd::kLlmCMagic, spmd::kLlmCVersion, static_cast<int32_t>(n)) : "";
+  bytes += token_bytes(tokens);
+  const size_t header = llmc ? spmd::kLlmCHeaderBytes : 0;
+
+  size_t edits = rng.percent(35) ? 0 : 1 + rng.below(3);
+  for (size_t e = 0; e < edits; ++e) {
+    switch (rng.below(11)) {
+      case 0: bytes.resize(rng.below(bytes.size() + 1)); break;                  // truncate
+      case 1: bytes += static_cast<char>(rng.below(256)); break;                 // odd size
+      case 2:
+        if (bytes.size() >= 4) std::memcpy(bytes.data(), le32(rng.pick(magics)).data(), 4);
+        break;
+      case 3:
+        if (bytes.size() >= 8) std::memcpy(bytes.data() + 4, le32(rng.pick(versions)).data(), 4);
+        break;
+      case 4: {  // a wrong token count
+        static const std::vector<int64_t> deltas = {-1, 1, 2, -2};
+        int32_t c = static_cast<int32_t>(n);
+        switch (rng.below(4)) {
+          case 0: c = static_cast<int32_t>(n + rng.pick(deltas)); break;
+          case 1: c = 2147483647; break;
+          case 2: c = -2147483647 - 1; break;
+          default: c = static_cast<int32_t>(rng.next()); break;
+        }
+        if (bytes.size() >= 12) std::memcpy(bytes.data() + 8, le32(c).data(), 4);
+        break;
+      }
+      case 5: {  // a token id at or above the vocabulary
+        if (bytes.size() < header + 2) break;
+        size_t i = header + 2 * rng.below((bytes.size() - header) / 2);
+        uint16_t v = rng.pick(bad_ids);
+        std::memcpy(bytes.data() + i, &v, 2);
+        break;
+      }
+      case 6:  // a byte flip anywhere (the header included)
+        if (!bytes.empty()) bytes[rng.below(bytes.size())] ^= static_cast<char>(1 << rng.below(8));
+        break;
+      case 7:  // the shape of an llm.c header with some other magic, on any file
+        bytes = llmc_header(rng.pick(magics) == 0 ? 7 : rng.pick(magics), 1, 5) +
+                bytes.substr(std::min(bytes.size(), header));
+        break;
+      case 8: bytes.clear(); break;
+      case 9: bytes = bytes.substr(0, std::min<size_t>(bytes.size(), 4)); break;  // a bare magic
+      default: {  // a nonzero word inside the header's zero area
+        if (bytes.size() < spmd::kLlmCHeaderBytes) break;
+        size_t w = 3 + rng.below(253);
+        std::memcpy(bytes.data() + 4 * w, le32(static_cast<int32_t>(1 + rng.below(1000))).data(), 4);
+        break;
+      }
+    }
+  }
+  return bytes;
+}
+
+struct TokenCase {
+  std::string spec;          // what TokenDataset::open gets
+  std::string description;
+};
+
+// Builds case `index` under `dir` (a fresh directory): one file, a directory of shards (with
+// distractors), a glob, or one of a few special specs.
+TokenCase make_token_case(Rng& rng, const std::string& dir, int vocab_hint) {
+  switch (rng.below(10)) {
+    case 0:
+    case 1:
+    case 2:
+    case 3: {
+      std::string path = dir + "/tokens.bin";
+      write_file(path, random_token_file(rng, vocab_hint));
+      return {path, "one file"};
+    }
+    case 4:
+    case 5:
+    case 6:
+    case 7: {
+      std::string shards = dir + "/shards";
+      fs::create_directory(shards);
+      size_t n = rng.below(5);  // 0 shards: an empty directory
+      for (size_t i = 0; i < n; ++i)
+        write_file(fmt::format("{}/shard_{:03}.bin", shards, i), random_token_file(rng, vocab_hint));
+      if (rng.percent(30)) write_file(shards + "/notes.txt", "not tokens");
+      if (rng.percent(15)) fs::create_directory(shards + "/subdir.bin");
+      if (rng.percent(15)) fs::create_symlink(shards + "/missing.bin", shards + "/dangling.bin");
+      if (rng.percent(10)) fs::create_symlink(shards + "/shard_000.bin", shards + "/link.bin");
+      if (rng.percent(5)) write_file(shards + "/meta.json", "{}");
+      bool glob = rng.percent(35);
+      static const std::vector<std::string> patterns = {"/*.bin", "/shard_00[0-1].bin", "/*",
+                                                        "/shard_?.bin", "/[", "/*.none"};
+      return {glob ? shards + rng.pick(patterns) : shards, glob ? "glob" : "directory"};
+    }
+    case 8: {  // a spec that names nothing usable
+      static const std::vector<std::string> tails = {"/missing.bin", "", "/", "/missing/*.bin", "/."};
+      return {dir + rng.pick(tails), "missing/odd path"};
+    }
+    default: {  // not a regular file: a FIFO (opening it must not block) or a device
+      if (rng.percent(50)) {
+        std::string fifo = dir + "/pipe.bin";
+        REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+        return {fifo, "fifo"};
+      }
+      return {"/dev/null", "device"};
+    }
+  }
+}
+
+// Runs a dataset through DataLoader and eval_batch; checks what every batch must satisfy.
+void exercise_loader(const std::shared_ptr<const spmd::TokenDataset>& data, int64_t vocab, Rng& rng,
+                     const std::string& label, Tally& tally) {
+  // Block sizes past the file (and past int64 + 1) must be refused, naming the file.
+  static const std::vector<int64_t> blocks = {1, 2, 7, 64, 64, 300, 5000, INT64_MAX};
+  static const std::vector<int64_t> batches = {1, 2, 3, 8, 12};
+  const int64_t T = rng.pick(blocks);
+  const int64_t B = rng.pick(batches);
+  const int64_t D = (B % 2 == 0 && rng.percent(50)) ? 2 : 1;
+  const int64_t d = static_cast<int64_t>(rng.below(static_cast<size_t>(D)));
+  const int prefetch = rng.percent(50) ? 0 : 2;
+  const int64_t seed = static_cast<int64_t>(rng.next());
+
+  auto check_batch = [&](const spmd::Batch& b, const char* what) {
+    if (b.rows != B / D || b.seq != T ||
+        b.inputs.size() != static_cast<size_t>(b.rows * T) || b.targets.size() != b.inputs.size())
+      tally.fail(fmt::format("{}: {} has the wrong shape", label, what));
+    for (size_t i = 0; i < b.inputs.size(); ++i) {
+      if (b.inputs[i] < 0 || (vocab <= 65535 && b.inputs[i] >= vocab) || b.targets[i] < 0 ||
+          (vocab <= 65535 && b.targets[i] >= vocab)) {
+        tally.fail(fmt::format("{}: {} holds token {} outside [0, {})", label, what, b.inputs[i], vocab));
+        return;
+      }
+      if (i % static_cast<size_t>(T) + 1 < static_cast<size_t>(T) && b.targets[i] != b.inputs[i + 1]) {
+        tally.fail(fmt::format("{}: {} targets are not the inputs shifted by one", label, what));
+        return;
+      }
+    }
+  };
+
+  spmd::DataLoader loader(data, B, T, seed, d, D, prefetch);
+  for (int step = 0; step < 3; ++step) check_batch(loader.next(), "a training batch");
+  // Resuming from the state must give the batch the running loader gives next.
+  spmd::LoaderState state = loader.state();
+  spmd::DataLoader resumed(data, B, T, 0, d, D, prefetch == 0 ? 2 : 0);
+  resumed.restore(state);
+  spmd::Batch a = loader.next(), b = resumed.next();
+  if (a.inputs != b.inputs || a.window_ids != b.window_ids)
+    tally.fail(label + ": a loader restored from state() reads different rows");
+  int64_t k = static_cast<int64_t>(rng.below(6));
+  check_batch(spmd::eval_batch(*data, k, B, T, d, D), "an eval batch");
+}
+
+bool names_a_file(const std::string& message, const std::string& spec, const std::string& dir) {
+  return !message.empty() && (message.find(spec) != std::string::npos ||
+                              message.find(dir) != std::string::npos);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------ tests
+
+TEST_CASE("config: mutated YAML and --set overrides through parse_config, plan_layout and the inspect report") {
+  const auto seeds = seed_configs();
+  REQUIRE(seeds.size() >= 7);
+  std::vector<std::string> seed_texts;
+  for (const auto& s : seeds) seed_texts.push_back(s.second);
+
+  Tally tally;
+  const auto start = Clock::now();
+  // The unmutated seeds first: all of them must pass.
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    std::string outcome = inspect_case(seeds[i].second, seeds[i].first, {}, {"wte"},
+                                       "seed " + seeds[i].first, tally);
+    CHECK_MESSAGE(outcome == "ok", seeds[i].first);
+  }
+  constexpr int kCases = 1000;
+  for (int i = 0; i < kCases; ++i) {
+    Rng rng(0xc0ffee00u + static_cast<uint64_t>(i));
+    std::string text = rng.pick(seed_texts);
+    size_t edits = 1 + rng.below(rng.percent(70) ? 2 : 5);
+    if (rng.percent(8)) edits = 0;  // overrides only
+    const bool gentle = rng.percent(35);
+    for (size_t e = 0; e < edits; ++e) mutate_once(text, rng, seed_texts, gentle);
+    std::vector<std::string> overrides = random_overrides(rng);
+    if (edits == 0 && overrides.empty()) overrides = {rng.pick(kOverrideKeys) + "=" + rng.pick(kExtremeNumbers)};
+    std::vector<std::string> show;
+    if (rng.percent(20)) show.push_back(rng.pick(kShowParams));
+
+    std::string label = fmt::format("config case {} (overrides [{}]) text: {}", i,
+                                    excerpt(fmt::format("{}", fmt::join(overrides, " | "))),
+                                    excerpt(text));
+    auto t0 = Clock::now();
+    std::string outcome = inspect_case(text, fmt::format("fuzz{}.yaml", i), overrides, show, label, tally);
+    tally.record(i, outcome, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  tally.print(fmt::format("configs ({:.1f} s)",
+                          std::chrono::duration<double>(Clock::now() - start).count()));
+  CHECK(tally.cases == kCases);
+  CHECK(tally.failures.empty());
+  CHECK(tally.count("ok") > 0);           // some mutants still are valid configs
+  CHECK(tally.count("usage_error") > 0);  // and most are refused
+}
+
+TEST_CASE("inspect: astronomically large models are refused or estimated without overflow") {
+  // Each parses (the numbers are valid int64) and is small enough to plan abstractly; none may
+  // allocate per parameter, overflow a size computation or take long.
+  const std::string rules = R"(
+sharding_rules:
+  - [batch, data]
+  - [vocab, model]
+  - [heads, model]
+  - [mlp, model]
+  - [embed, null]
+  - [seq, null]
+  - [kv, null]
+)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"huge n_embd", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                          "model: {n_embd: 4611686018427387904, n_head: 1}"},
+      {"n_embd near sqrt(2^63)", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                                     "model: {n_embd: 3037000500, n_head: 4}"},
+      {"n_embd 2^31", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                          "model: {n_embd: 2147483648, n_head: 8}"},
+      {"huge vocab", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                         "model: {vocab_size: 9223372036854775807}"},
+      {"huge vocab, padded", "mesh: {shape: [1, 3], axes: [data, model]}" + rules +
+                                 "model: {vocab_size: 9223372036854775807, n_head: 3, n_embd: 6}"},
+      {"huge block", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                         "model: {block_size: 9223372036854775807}"},
+      {"huge batch", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                         "data: {batch_size: 9223372036854775807}"},
+      {"huge batch x block", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                                 "model: {block_size: 4294967296}\ndata: {batch_size: 4294967296}"},
+      {"huge n_layer", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                           "model: {n_layer: 9223372036854775807}"},
+      {"n_layer 2^31", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                           "model: {n_layer: 2147483648}"},
+      {"n_layer 100k", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                           "model: {n_layer: 100000, n_embd: 8, n_head: 2}"},
+      {"huge n_head", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                          "model: {n_embd: 9223372036854775807, n_head: 9223372036854775807}"},
+      {"mesh product overflows", "mesh: {shape: [4294967296, 4294967296], axes: [data, model]}" + rules},
+      {"mesh product 2^64", "mesh: {shape: [4294967296, 4294967296, 1], axes: [data, model, x]}" + rules},
+      {"huge replicated mesh axis", "mesh: {shape: [1, 4294967296], axes: [data, model]}\n"
+                                    "sharding_rules: [[batch, data]]\n"
+                                    "model: {vocab_size: 65}"},
+      {"large replicated mesh axis", "mesh: {shape: [1, 16777216], axes: [data, x]}" + rules.substr(0, 0) +
+                                         "\nsharding_rules: [[batch, data], [vocab, null], [heads, null], "
+                                         "[mlp, null], [embed, null], [seq, null], [kv, null]]"},
+      {"huge data axis", "mesh: {shape: [9223372036854775807], axes: [data]}\n"
+                         "sharding_rules: [[batch, data]]\ndata: {batch_size: 9223372036854775807}"},
+      {"many mesh axes", [] {
+         std::string shape, axes;
+         for (int i = 0; i < 64; ++i) {
+           shape += (i ? ", " : "") + std::string("2");
+           axes += fmt::format("{}a{}", i ? ", " : "", i);
+         }
+         return "mesh: {shape: [" + shape + "], axes: [" + axes + "]}\nsharding_rules: [[batch, a0]]";
+       }()},
+      {"many distinct rules", [] {
+         std::string s = "mesh: {shape: [2], axes: [data]}\nsharding_rules:\n  - [batch, data]\n";
+         for (int i = 0; i < 5000; ++i) s += fmt::format("  - [name{}, null]\n", i);
+         return s + "  - [vocab, null]\n  - [heads, null]\n  - [mlp, null]\n  - [embed, null]\n"
+                    "  - [seq, null]\n  - [kv, null]\n";
+       }()},
+      // Large but within the limits: these plan, and their estimates must not overflow.
+      {"wide, one layer", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                              "model: {n_embd: 33554432, n_head: 1, n_layer: 1}"},
+      {"wide, tensor parallel", "mesh: {shape: [2, 4], axes: [data, model]}" + rules +
+                                    "model: {vocab_size: 1000000007, n_embd: 16777216, n_head: 4, n_layer: 2}"},
+      {"long context, max layers", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                                       "model: {block_size: 1048576, n_layer: 1024}"},
+      {"big batch", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                        "data: {batch_size: 68719476736}"},
+      {"big batch, refused", "mesh: {shape: [1, 1], axes: [data, model]}" + rules +
+                                 "data: {batch_size: 1099511627776}"},
+      // (Meshes of up to 2^20 devices plan too, but drawing one takes seconds under ASan.)
+      {"too many devices", "mesh: {shape: [2, 524289], axes: [data, x]}\n"
+                           "sharding_rules: [[batch, data]]"},
+      {"65536 devices, replicated", "mesh: {shape: [1, 65536], axes: [data, x]}\n"
+                                  "sharding_rules: [[batch, data], [vocab, null], [heads, null], "
+                                  "[mlp, null], [embed, null], [seq, null], [kv, null]]"},
+      {"65536 devices, fsdp", "mesh: {shape: [65536], axes: [fsdp]}\n"
+                            "sharding_rules: [[batch, fsdp], [embed, fsdp], [vocab, null], [heads, null], "
+                            "[mlp, null], [seq, null], [kv, null]]\n"
+                            "model: {vocab_size: 50257, n_embd: 1048576, n_head: 16, n_layer: 2}\n"
+                            "data: {batch_size: 65536}"},
+      {"everything at once", "mesh: {shape: [2, 2], axes: [data, model]}" + rules +
+                                 "model: {vocab_size: 4611686018427387904, block_size: 4611686018427387904,"
+                                 " n_layer: 4611686018427387904, n_head: 2, n_embd: 4611686018427387904}\n"
+                                 "data: {batch_size: 4611686018427387904}"},
+  };
+  Tally tally;
+  int index = 0;
+  for (const auto& [what, text] : cases) {
+    auto t0 = Clock::now();
+    std::string outcome = inspect_case(text, what + ".yaml", {}, {"wte"}, what, tally);
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    tally.record(index++, outcome, s);
+    MESSAGE(fmt::format("{}: {} ({:.3f} s)", what, outcome, s));
+  }
+  tally.print("large models");
+  CHECK(tally.failures.empty());
+  CHECK(tally.count("ok") >= 7);           // the large-but-possible ones plan and report
+  CHECK(tally.count("usage_error") >= 20);  // the impossible ones are refused up front
+}
+
+TEST_CASE("data: mutated token files and shard directories through TokenDataset and DataLoader and eval_batch") {
+  static const std::vector<int64_t> vocabs = {113, 113, 113, 65, 1, 2, 255, 65535, 65536, 100000, 0, -1};
+  Tally tally;
+  const auto start = Clock::now();
+  constexpr int kCases = 1000;
+  for (int i = 0; i < kCases; ++i) {
+    Rng rng(0x70ce5000u + static_cast<uint64_t>(i));
+    TempDir tmp;
+    const int64_t vocab = rng.pick(vocabs);
+    const int vocab_hint = static_cast<int>(std::clamp<int64_t>(vocab, 1, 113));
+    TokenCase c = make_token_case(rng, tmp.path(), vocab_hint);
+    const std::string label = fmt::format("token case {} ({}, spec {}, vocab {})", i, c.description,
+                                          c.spec, vocab);
+    std::string stage = "open";
+    std::string outcome;
+    auto t0 = Clock::now();
+    try {
+      auto data = spmd::TokenDataset::open(c.spec, vocab);
+      int64_t total = 0;
+      for (const auto& f : data->files()) {
+        total += f.num_tokens();
+        if (f.num_tokens() <= 0) tally.fail(label + ": an opened file holds no tokens");
+      }
+      if (total != data->num_tokens()) tally.fail(label + ": num_tokens is not the files' sum");
+      stage = "loader";
+      exercise_loader(data, vocab, rng, label, tally);
+      outcome = "ok";
+    } catch (const spmd::UsageError& e) {
+      if (verbose()) fmt::print("[fuzz] {}: {}\n", label, e.what());
+      if (!names_a_file(e.what(), c.spec, tmp.path()))
+        tally.fail(fmt::format("{}: UsageError at {} does not name the file: {}", label, stage, e.what()));
+      outcome = "usage_error@" + stage;
+    } catch (const spmd::RuntimeError& e) {
+      if (!names_a_file(e.what(), c.spec, tmp.path()))
+        tally.fail(fmt::format("{}: RuntimeError at {} does not name the file: {}", label, stage, e.what()));
+      outcome = "runtime_error@" + stage;
+    } catch (const std::exception& e) {
+      tally.fail(fmt::format("{}: {} at {}: {}", label, typeid(e).name(), stage, e.what()));
+      outcome = "WRONG_EXCEPTION@" + stage;
+    }
+    tally.record(i, outcome + " (" + c.description + ")",
+                 std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  tally.print(fmt::format("token files ({:.1f} s)",
+                          std::chrono::duration<double>(Clock::now() - start).count()));
+  CHECK(tally.cases == kCases);
+  CHECK(tally.failures.empty());
+  CHECK(tally.count("ok") > 0);
+  CHECK(tally.count("usage_error") > 0);
+}
+
+// Found by the pass above (anchors in mutants): `--set` used to assign through the node it
+// replaced, so every YAML alias of that value changed with it.
+TEST_CASE("config: --set replaces one key, not every alias of its value") {
+  spmd::Config c = spmd::parse_config("train: {steps: &n 2000, decay_steps: *n}\n", "alias.yaml",
+                                      {"train.steps=100"});
+  CHECK(c.train.steps == 100);
+  CHECK(c.train.decay_steps == 2000);
+}
