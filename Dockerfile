@@ -13,7 +13,7 @@
 
 # ---------------------------------------------------------------------------------------------
 FROM debian:bookworm AS build
-ENV DEBIAN_FRONTEND=noninteractive
+ARG DEBIAN_FRONTEND=noninteractive
 WORKDIR /src
 # Every package the project builds with, by name, exactly as on a developer's machine. Copied
 # alone first so that this (slow) layer stays cached while the sources change.
@@ -30,7 +30,7 @@ RUN bash datasets/fortunes/prepare.sh build/app/spmd-prepare
 
 # ---------------------------------------------------------------------------------------------
 FROM debian:bookworm AS runtime
-ENV DEBIAN_FRONTEND=noninteractive
+ARG DEBIAN_FRONTEND=noninteractive
 # Shared libraries only, found with `objdump -p build/app/spmd-* | grep NEEDED` and `dpkg -S`:
 #   libtorch1.13        libtorch.so, libtorch_cpu.so, libc10.so (pulls libgloo0, libdnnl2, ...)
 #   libopenblas0-openmp libtorch's BLAS through libblas.so.3: ~40x faster than the reference BLAS

@@ -1,6 +1,8 @@
 // TCPStore rendezvous and Gloo groups per mesh line (a PrefixStore per line, ranks renumbered).
 #include "comm/communicator.h"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -19,7 +21,11 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo> make_gloo(const c10::intrusive_ptr<c1
                                                      int size, std::chrono::milliseconds timeout,
                                                      const std::string& address) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
+  // One host: loopback. Several: the interface GLOO_SOCKET_IFNAME names, else this host's name.
+  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+  if (!address.empty()) options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
+  else if (interface && *interface) options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
+  else options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   options->threads = 2;
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
 }
@@ -48,9 +54,9 @@ Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh)
     throw RuntimeError(fmt::format("rendezvous with {}:{} failed for rank {} (timeout {:.0f} s): {}",
                                    info.master_addr, info.master_port, info.rank, info.timeout_s, exception_text(e)));
   }
-  // Gloo binds to the address peers reach us on: loopback for a local run.
-  address_ = info.master_addr == "localhost" ? "127.0.0.1" : info.master_addr;
-  if (info.local_world_size == info.world_size) address_ = "127.0.0.1";
+  // Gloo binds to an address its peers can reach: loopback when every rank is on this host,
+  // otherwise this host's own interface (an empty address_ lets make_gloo choose it).
+  address_ = info.local_world_size == info.world_size ? "127.0.0.1" : "";
   try {
     auto prefix = c10::make_intrusive<c10d::PrefixStore>("world", store_);
     world_ = Group(make_gloo(prefix, info.rank, info.world_size, timeout_, address_), info.rank,

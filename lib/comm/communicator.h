@@ -48,7 +48,7 @@ class Communicator {
   Mesh mesh_;
   int rank_ = 0;
   std::chrono::milliseconds timeout_{0};
-  std::string address_;
+  std::string address_;  // Gloo's bind address; empty: chosen per host (see make_gloo)
   c10::intrusive_ptr<c10d::Store> store_;
   Group world_;
   std::map<std::string, Group> groups_;
