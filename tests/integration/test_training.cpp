@@ -127,3 +127,23 @@ TEST_CASE("training: FSDP-8 holds about 1/8 of the parameter, gradient and optim
   MESSAGE("params+grads+AdamW bytes per rank: 1 process " << single << ", FSDP-8 " << fsdp);
   CHECK(fsdp / single == doctest::Approx(1.0 / 8).epsilon(0.1));
 }
+
+TEST_CASE("training: two launchers with --nnodes 2 form one world and match one launcher") {
+  TinyRun run;
+  const TestMesh mesh{"hybrid-2x2", "[2,2]", "[data,model]", kTpRules};
+  Curve single = train(run, run.dir.file("one-launcher"), mesh_args(mesh));
+  const std::string port = std::to_string(20000 + ((getpid() + 4049) % 20000));
+  std::vector<std::vector<std::string>> argvs;
+  for (int node = 0; node < 2; ++node) {
+    std::vector<std::string> argv{binary_path("spmd-train"), "--config", run.config, "--set",
+                                  "output.dir=" + run.dir.file("node" + std::to_string(node)), "--nnodes", "2",
+                                  "--node-rank", std::to_string(node), "--master-addr", "127.0.0.1",
+                                  "--master-port", port};
+    auto args = mesh_args(mesh);
+    argv.insert(argv.end(), args.begin(), args.end());
+    argvs.push_back(argv);
+  }
+  auto results = run_processes(argvs, {{}, {}}, 300);
+  for (const auto& r : results) REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  check_same_curve(read_metrics(run.dir.file("node0/metrics.jsonl")), single, 1e-6);
+}
