@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -288,18 +289,22 @@ void restore_on_this_rank(TrainState& s, const std::string& path) {
 }  // namespace
 
 void restore_checkpoint(TrainState& s, const std::string& path) {
-  // A rank may be the only one to read a bad block: agree on failure so that every rank stops
-  // with the same exit code instead of the others waiting in the next collective.
+  // A rank may be the only one to read a bad block: every rank learns every rank's error (a
+  // fixed-size all-gather) and all stop with the first one, so rank 0 can report it.
+  constexpr int64_t kMessageBytes = 1024;
   std::string error;
   try {
     restore_on_this_rank(s, path);
   } catch (const UsageError& e) {
     error = e.what();
   }
-  at::Tensor failed = at::full({1}, error.empty() ? 0.0f : 1.0f);
-  s.comm->world().all_reduce_max(failed);
-  if (!error.empty()) throw UsageError(error);
-  if (failed.item<float>() > 0) throw UsageError("another rank could not restore the checkpoint " + path + " (see its message)");
+  at::Tensor mine = at::zeros({1, kMessageBytes}, at::kByte);
+  std::memcpy(mine.data_ptr(), error.data(), std::min<size_t>(error.size(), kMessageBytes - 1));
+  at::Tensor all = s.comm->world().all_gather(mine, 0);  // (world, kMessageBytes)
+  for (int64_t r = 0; r < all.size(0); ++r) {
+    const char* text = reinterpret_cast<const char*>(all[r].data_ptr());
+    if (text[0] != '\0') throw UsageError(std::string(text, strnlen(text, kMessageBytes)));
+  }
 }
 
 }  // namespace spmd
