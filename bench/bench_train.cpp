@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -27,6 +28,7 @@
 #include "parallel/layout.h"
 #include "train/launcher.h"
 #include "train/train_state.h"
+#include "util/caching_cpu_allocator.h"
 #include "util/error.h"
 #include "util/guarded_main.h"
 
@@ -41,6 +43,7 @@ struct BenchOptions {
   int steps = 20;
   int nproc = 0;  // 0: the mesh's size
   int peak_size = 2048;
+  bool default_allocator = false;
   std::string json_path;
 };
 
@@ -54,6 +57,9 @@ void setup_bench(CLI::App& app, BenchOptions& opt) {
   app.add_option("--peak-size", opt.peak_size, "n of the n^3 fp32 matmul that measures the peak")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", opt.json_path, "write the results as JSON here (rank 0)");
+  app.add_flag("--default-allocator", opt.default_allocator,
+               "keep libtorch's CPU allocator (glibc maps and unmaps every block over 32 MiB each step) instead "
+               "of install_caching_cpu_allocator()");
 }
 
 double median(std::vector<double> v) {
@@ -73,6 +79,14 @@ double measure_matmul_gflops(int64_t n) {
     best_s = std::min(best_s, std::chrono::duration<double>(Clock::now() - start).count());
   }
   return 2.0 * static_cast<double>(n * n * n) / best_s / 1e9;
+}
+
+// CPU time of this process (all its threads) so far, ms. Against wall time it shows how much of
+// the machine the run actually got: on a shared machine, read the results with it.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 // Peak resident set of this process so far, MiB.
@@ -105,26 +119,32 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   const int threads = config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
                                                           : spmd::default_threads_per_rank(local_ranks);
   at::set_num_threads(threads);
+  if (!opt.default_allocator) spmd::install_caching_cpu_allocator();
 
   spmd::TrainState state = spmd::build_train_state(config, rendezvous, single_process);
   const spmd::Group& world = state.comm->world();
   const bool leader = state.rank() == 0;
   const int world_size = static_cast<int>(state.model->layout().mesh.size());
 
-  // The peak, measured with every rank multiplying at once (they share the cores, as in training).
+  // The peak, measured with every rank multiplying at once (they share the cores, as in training),
+  // before and after the steps; the better of the two counts (a busy machine only lowers it).
   world.barrier();
-  const double peak_gflops_rank = measure_matmul_gflops(opt.peak_size);
-  const double peak_gflops = scalar_across(world, peak_gflops_rank, false);
+  double peak_gflops_rank = measure_matmul_gflops(opt.peak_size);
 
   std::vector<spmd::StepTimings> timed;
-  std::vector<double> losses;
+  std::vector<double> losses, cpu_ms;
   for (int k = 0; k < opt.warmup + opt.steps; ++k) {
+    const double cpu_start = process_cpu_ms();
     spmd::StepResult r = spmd::train_step(state);
     if (k >= opt.warmup) {
       timed.push_back(r.timings);
       losses.push_back(r.loss);
+      cpu_ms.push_back(process_cpu_ms() - cpu_start);
     }
   }
+  world.barrier();
+  peak_gflops_rank = std::max(peak_gflops_rank, measure_matmul_gflops(opt.peak_size));
+  const double peak_gflops = scalar_across(world, peak_gflops_rank, false);
   // Each rank's own step times; the step is synchronous, so rank 0's stand for the mesh.
   std::vector<double> totals;
   for (const auto& t : timed) totals.push_back(t.total_ms);
@@ -142,6 +162,8 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   const double rss_rank0 = scalar_across(world, leader ? max_rss_mib() : 0.0, false);
   const double rss_max = scalar_across(world, max_rss_mib(), true);
   const double slowest_median_ms = scalar_across(world, median_ms, true);
+  // CPU time over wall time per thread: 1.0 = this rank had its cores to itself (or spun on them).
+  const double cpu_share = median(cpu_ms) / median_ms / threads;
   if (!leader) return 0;
 
   // Model FLOPs per token, nanoGPT's estimate_mfu (PaLM appendix B): 6 N for the matmuls forward
@@ -159,18 +181,20 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   getloadavg(load, 3);
 
   fmt::print("bench_train: {} | mesh {} | {} rank(s) x {} thread(s) | {} params | {} tokens/step | "
-             "{} warmup + {} timed steps | load {:.2f}\n",
+             "{} warmup + {} timed steps | allocator {} | load {:.2f}\n",
              config.source_path, state.model->layout().mesh.describe(), world_size, threads, n_params,
-             tokens_per_step, opt.warmup, opt.steps, load[0]);
+             tokens_per_step, opt.warmup, opt.steps, opt.default_allocator ? "libtorch default" : "caching",
+             load[0]);
   fmt::print("  tokens/s           {:.0f}\n", tokens_per_s);
-  fmt::print("  median step        {:.2f} ms   (min {:.2f}, max {:.2f}; slowest rank's median {:.2f})\n", median_ms,
-             *std::min_element(totals.begin(), totals.end()), *std::max_element(totals.begin(), totals.end()),
-             slowest_median_ms);
+  fmt::print("  median step        {:.2f} ms   (min {:.2f}, max {:.2f}; slowest rank's median {:.2f}; "
+             "CPU {:.2f} ms = {:.0f}% of {} thread(s))\n",
+             median_ms, *std::min_element(totals.begin(), totals.end()), *std::max_element(totals.begin(), totals.end()),
+             slowest_median_ms, median(cpu_ms), 100.0 * cpu_share, threads);
   fmt::print("  median step split  data {:.2f} | forward {:.2f} | backward {:.2f} | optimizer {:.2f} ms; "
              "collectives {:.2f} ms of forward+backward\n",
              mid.data_ms, mid.forward_ms, mid.backward_ms, mid.optimizer_ms, mid.collective_ms);
   fmt::print("  MFU                {:.1f}%  ({:.1f} GFLOP/s achieved of {:.1f} GFLOP/s peak: {} x {}^3 fp32 at::mm, "
-             "best of 5; {:.0f} model FLOPs/token = 6*{} + 12*{}*{}*{})\n",
+             "best of 5 before and after; {:.0f} model FLOPs/token = 6*{} + 12*{}*{}*{})\n",
              100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, flops_per_token, n_params,
              m.n_layer, m.block_size, m.n_embd);
   fmt::print("  peak memory        rank 0 {:.1f} MiB | max over ranks {:.1f} MiB (ru_maxrss)\n", rss_rank0, rss_max);
@@ -183,6 +207,12 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["commit"] = git_commit();
     j["ranks"] = world_size;
     j["threads_per_rank"] = threads;
+    j["allocator"] = opt.default_allocator ? "libtorch default" : "caching";
+    if (!opt.default_allocator) {
+      const auto stats = spmd::caching_cpu_allocator_stats();
+      j["allocator_stats"] = {{"allocations", stats.allocations}, {"cache_hits", stats.cache_hits},
+                              {"cached_bytes", stats.cached_bytes}};
+    }
     j["mesh"] = state.model->layout().mesh.describe();
     j["params"] = n_params;
     j["tokens_per_step"] = tokens_per_step;
@@ -200,6 +230,8 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
                                  {"optimizer", component_median(&spmd::StepTimings::optimizer_ms)},
                                  {"collectives", component_median(&spmd::StepTimings::collective_ms)}};
     j["step_ms"] = totals;
+    j["step_cpu_ms"] = cpu_ms;
+    j["cpu_share"] = cpu_share;
     j["losses"] = losses;
     j["flops_per_token"] = flops_per_token;
     j["flops_formula"] = "6*N_params(no wpe) + 12*n_layer*block_size*n_embd";

@@ -13,19 +13,26 @@
 // of the T x T products are never computed.
 #include "model/fused_attention.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include <ATen/Parallel.h>
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "model/cpu_gemm.h"
 #include "util/error.h"
+
+// Lets GCC if-convert, so the row loops vectorize (see vector_math.h). Reductions need looser
+// float rules, which would also break exp_approx's rounding: they get their own functions below.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#define SPMD_REDUCTION_MATH(...) __attribute__((optimize(__VA_ARGS__)))
+#else
+#define SPMD_REDUCTION_MATH(...)
+#endif
+#include "model/vector_math.h"
 
 namespace spmd {
 
@@ -33,41 +40,7 @@ namespace {
 
 constexpr int64_t kRowBlock = 32;
 
-std::atomic<bool> g_force_aten_gemm{false};
-
-// Fortran BLAS sgemm_, the one libtorch itself calls on this build (Debian links libblas.so.3 =
-// OpenBLAS). Looked up at run time so that builds whose BLAS is private (MKL inside the 2.x
-// wheels) still link; they take the at::addmm_out path. Called inside at::parallel_for, OpenBLAS
-// (and MKL) run single-threaded, which is what one head's small matmul wants.
-using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
-                         const int*, const float*, const int*, const float*, float*, const int*);
-
-SgemmFn blas_sgemm() {
-  static const SgemmFn fn = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_"));
-  return g_force_aten_gemm.load(std::memory_order_relaxed) ? nullptr : fn;
-}
-
-// Row-major C (m x n, row stride ldc) = alpha * op(A) op(B) + beta * C, op(A): (m x k), op(B): (k x n).
-// beta == 0 never reads C.
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (SgemmFn sgemm = blas_sgemm()) {
-    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-    const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-    const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-    const int ldai = static_cast<int>(lda), ldbi = static_cast<int>(ldb), ldci = static_cast<int>(ldc);
-    sgemm(&tb, &ta, &ni, &mi, &ki, &alpha, b, &ldbi, a, &ldai, &beta, c, &ldci);
-    return;
-  }
-  auto view = [](const float* p, int64_t rows, int64_t cols, int64_t ld, bool trans) {
-    at::Tensor t = at::from_blob(const_cast<float*>(p), {trans ? cols : rows, trans ? rows : cols}, {ld, 1},
-                                 at::TensorOptions().dtype(at::kFloat));
-    return trans ? t.t() : t;
-  };
-  at::Tensor out = at::from_blob(c, {m, n}, {ldc, 1}, at::TensorOptions().dtype(at::kFloat));
-  at::addmm_out(out, out, view(a, m, k, lda, trans_a), view(b, k, n, ldb, trans_b), beta, alpha);
-}
+using cpu::gemm;
 
 struct Shape {
   int64_t B, T, H, D;
@@ -75,33 +48,75 @@ struct Shape {
   int64_t ld_y() const { return H * D; }        // row stride of one head's rows in (B, T, H, D)
 };
 
+// max(row[0..n)), n >= 1. Scores are finite, and a max reduction only vectorizes when the
+// compiler may assume so.
+SPMD_REDUCTION_MATH("no-trapping-math", "finite-math-only", "no-signed-zeros")
+SPMD_VECTOR_CLONES
+float row_max(const float* row, int64_t n) {
+  float m = row[0];
+  for (int64_t j = 1; j < n; ++j) m = row[j] > m ? row[j] : m;
+  return m;
+}
+
+// sum(a[j] * b[j]) over [0, n), or sum(a) when b is null, in vector lanes (reassociated).
+SPMD_REDUCTION_MATH("no-trapping-math", "associative-math", "no-signed-zeros")
+SPMD_VECTOR_CLONES
+float row_dot(const float* a, const float* b, int64_t n) {
+  float sum = 0;
+  if (b)
+    for (int64_t j = 0; j < n; ++j) sum += a[j] * b[j];
+  else
+    for (int64_t j = 0; j < n; ++j) sum += a[j];
+  return sum;
+}
+
+// Rows [i0, i1) of the (T x T) scores in place -> causal softmax: row i over columns 0..i,
+// zero after.
+SPMD_VECTOR_CLONES
+void causal_softmax_rows(float* p, int64_t T, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) {
+    float* row = p + i * T;
+    const int64_t n = i + 1;
+    const float m = row_max(row, n);
+    for (int64_t j = 0; j < n; ++j) row[j] = vecmath::exp_approx(row[j] - m);
+    const float inv = 1.f / row_dot(row, nullptr, n);
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+    for (int64_t j = n; j < T; ++j) row[j] = 0.f;
+  }
+}
+
+// dP -> dS in place: dS = P * (dP * M - rowsum(dP * M * P)) * scale below the diagonal, zero
+// above (M: the dropout multipliers, or null).
+SPMD_VECTOR_CLONES
+void softmax_backward_rows(float* dp, const float* p, const float* m, int64_t T, float scale) {
+  for (int64_t i = 0; i < T; ++i) {
+    float* row = dp + i * T;
+    const float* prow = p + i * T;
+    const int64_t n = i + 1;
+    if (m)
+      for (int64_t j = 0; j < n; ++j) row[j] *= m[i * T + j];
+    const float dot = row_dot(row, prow, n);
+    for (int64_t j = 0; j < n; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
+    for (int64_t j = n; j < T; ++j) row[j] = 0.f;
+  }
+}
+
+// dst = p * mask on and below the diagonal, zero above.
+SPMD_VECTOR_CLONES
+void apply_mask(int64_t T, const float* p, const float* mask, float* dst) {
+  for (int64_t i = 0; i < T; ++i) {
+    for (int64_t j = 0; j <= i; ++j) dst[i * T + j] = p[i * T + j] * mask[i * T + j];
+    for (int64_t j = i + 1; j < T; ++j) dst[i * T + j] = 0.f;
+  }
+}
+
 // P (T x T) of one head from Q, K; rows above the diagonal zeroed.
 void causal_softmax_probs(const Shape& s, const float* q, const float* k, float scale, float* p) {
   const int64_t T = s.T, ld = s.ld_qkv();
   for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
     const int64_t i1 = std::min(T, i0 + kRowBlock);
     gemm(false, true, i1 - i0, i1, s.D, scale, q + i0 * ld, ld, k, ld, 0.f, p + i0 * T, T);
-  }
-  for (int64_t i = 0; i < T; ++i) {
-    float* row = p + i * T;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j <= i; ++j) max = std::max(max, row[j]);
-    float sum = 0;
-    for (int64_t j = 0; j <= i; ++j) {
-      row[j] = std::exp(row[j] - max);
-      sum += row[j];
-    }
-    const float inv = 1.f / sum;
-    for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
-    std::fill(row + i + 1, row + T, 0.f);
-  }
-}
-
-// dst = p * mask on and below the diagonal, zero above.
-void apply_mask(int64_t T, const float* p, const float* mask, float* dst) {
-  for (int64_t i = 0; i < T; ++i) {
-    for (int64_t j = 0; j <= i; ++j) dst[i * T + j] = p[i * T + j] * mask[i * T + j];
-    std::fill(dst + i * T + i + 1, dst + (i + 1) * T, 0.f);
+    causal_softmax_rows(p, T, i0, i1);  // while the block is in cache
   }
 }
 
@@ -204,17 +219,7 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
           gemm(false, true, i1 - i0, i1, s.D, 1.f, gy + i0 * s.ld_y(), s.ld_y(), v, ld, 0.f, dp.data() + i0 * T, T);
         }
         lower_transposed_times(s, pd, gy, s.ld_y(), dv, ld);  // dV = Pd^T dY
-        // dS = P * (dP - rowsum(dP * P)) * scale, in place over dP; zero above the diagonal.
-        for (int64_t i = 0; i < T; ++i) {
-          float* row = dp.data() + i * T;
-          const float* prow = p + i * T;
-          if (m)
-            for (int64_t j = 0; j <= i; ++j) row[j] *= m[i * T + j];
-          float dot = 0;
-          for (int64_t j = 0; j <= i; ++j) dot += row[j] * prow[j];
-          for (int64_t j = 0; j <= i; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
-          std::fill(row + i + 1, row + T, 0.f);
-        }
+        softmax_backward_rows(dp.data(), p, m, T, scale);  // dP -> dS
         lower_times(s, dp.data(), k, ld, dq, ld);             // dQ = dS K
         lower_transposed_times(s, dp.data(), q, ld, dk, ld);  // dK = dS^T Q
       }
@@ -239,9 +244,5 @@ at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropo
                 "fused_causal_attention: dropout mask {} does not match qkv {}", dropout_mask.sizes().vec(), qkv.sizes().vec());
   return FusedCausalAttention::apply(qkv, &dropout_mask);
 }
-
-namespace detail {
-void fused_attention_force_aten_gemm(bool force) { g_force_aten_gemm = force; }
-}  // namespace detail
 
 }  // namespace spmd

@@ -15,9 +15,4 @@ bool fused_attention_supports(const at::Tensor& qkv);
 // ops.dropout would apply them: y = (softmax(...) * dropout_mask) V.
 at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor());
 
-namespace detail {
-// Tests: route the per-head matmuls through at::addmm_out instead of the process's BLAS sgemm_.
-void fused_attention_force_aten_gemm(bool force);
-}  // namespace detail
-
 }  // namespace spmd

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "model/fused_attention.h"
+#include "model/fused_gelu.h"
 
 namespace spmd {
 
@@ -49,8 +50,10 @@ at::Tensor Gpt2::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bo
 
 at::Tensor Gpt2::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training) const {
   const std::string p = fmt::format("h.{}.mlp", layer);
-  // GELU with GPT-2's tanh approximation.
-  at::Tensor h = at::gelu(ops.dense(x, p + ".c_fc.weight", config_.bias ? p + ".c_fc.bias" : "", 1), "tanh");  // (B, T, 4C)
+  // GELU with GPT-2's tanh approximation; the bias is added inside the fused GELU when it can be.
+  at::Tensor h = ops.dense(x, p + ".c_fc.weight", "", 1);  // (B, T, 4C)
+  at::Tensor bias = config_.bias ? ops.param(p + ".c_fc.bias") : at::Tensor();
+  h = fused_gelu_supports(h) ? fused_bias_gelu(h, bias) : at::gelu(bias.defined() ? h + bias : h, "tanh");
   at::Tensor y = ops.dense(h, p + ".c_proj.weight", config_.bias ? p + ".c_proj.bias" : "", 1);   // (B, T, C)
   if (training && config_.dropout > 0) y = ops.dropout(y, p + ".resid_dropout", kResidual);
   return y;

@@ -1,12 +1,11 @@
 // How each logical operation becomes local compute + collectives.
 #include "parallel/parallel_ops.h"
 
-#include <numeric>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "comm/collectives.h"
+#include "model/fused_linear.h"
 #include "parallel/counter_rng.h"
 #include "parallel/vocab_parallel_loss.h"
 #include "util/error.h"
@@ -53,13 +52,21 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   at::Tensor input = x;
   // Column-parallel: the replicated input fans out to shards of the output features.
   if (!out_tp.empty()) input = copy_to_group(input, group(out_tp));
-  std::vector<int64_t> x_dims(n), w_dims(n);
-  std::iota(w_dims.begin(), w_dims.end(), 0);
-  for (size_t k = 0; k < n; ++k) x_dims[k] = input.dim() - static_cast<int64_t>(n) + static_cast<int64_t>(k);
-  at::Tensor y = at::tensordot(input, w, x_dims, w_dims);
+  // One 2-D matmul: (rows, K) x (K, N); a bias that needs no reduction first rides in addmm.
+  const int64_t lead = input.dim() - static_cast<int64_t>(n);
+  std::vector<int64_t> out_shape(input.sizes().begin(), input.sizes().begin() + lead);
+  out_shape.insert(out_shape.end(), w.sizes().begin() + static_cast<int64_t>(n), w.sizes().end());
+  int64_t k = 1;
+  for (size_t d = 0; d < n; ++d) k *= w.size(static_cast<int64_t>(d));
+  at::Tensor x2 = input.reshape({-1, k});  // (rows, K)
+  at::Tensor w2 = w.reshape({k, -1});      // (K, N)
+  const bool fold_bias = !bias.empty() && in_tp.empty();
+  at::Tensor b = fold_bias ? param(bias).reshape({-1}) : at::Tensor();
+  at::Tensor y = fused_linear_supports(x2, w2) ? fused_linear(x2, w2, b) : b.defined() ? at::addmm(b, x2, w2) : at::mm(x2, w2);
+  y = y.view(out_shape);
   // Row-parallel: each shard of the input features gives a partial sum.
   if (!in_tp.empty()) y = reduce_from_group(y, group(in_tp));
-  if (!bias.empty()) y = y + param(bias);
+  if (!bias.empty() && !fold_bias) y = y + param(bias);
   return y;
 }
 
@@ -82,7 +89,8 @@ at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& t
   const auto& vocab_tp = layout.tp_axes[0];
   const Group& vocab_group = group(vocab_tp);
   at::Tensor w = param(table);                                   // (V_local, C)
-  at::Tensor logits = at::matmul(copy_to_group(x, vocab_group), w.t());  // (B, T, V_local)
+  at::Tensor x2 = copy_to_group(x, vocab_group).reshape({-1, x.size(-1)});  // (B*T, C)
+  at::Tensor logits = fused_linear_supports(x2, w.t()) ? fused_linear(x2, w.t()) : at::mm(x2, w.t());  // (B*T, V_local)
   const int64_t rows = w.size(0);
   const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
   return vocab_parallel_cross_entropy(logits.reshape({-1, rows}), targets.reshape({-1}), offset,

@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "model/cpu_gemm.h"
 #include "model/fused_attention.h"
 
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
@@ -62,12 +63,12 @@ TEST_CASE("fused attention: values and gradients match the unfused computation")
     CAPTURE(c.D);
     for (bool force_aten : {false, true}) {
       CAPTURE(force_aten);
-      spmd::detail::fused_attention_force_aten_gemm(force_aten);
+      cpu::detail::force_aten_gemm(force_aten);
       check_against_reference(c, false);
       check_against_reference(c, true);
     }
   }
-  spmd::detail::fused_attention_force_aten_gemm(false);
+  cpu::detail::force_aten_gemm(false);
 }
 
 TEST_CASE("fused attention: the same numbers on 1 and 2 threads") {
