@@ -11,6 +11,22 @@ bool ParamLayout::is_fsdp() const {
   return std::any_of(fsdp_axes.begin(), fsdp_axes.end(), [](const auto& a) { return !a.empty(); });
 }
 
+namespace {
+std::vector<std::string> concat_axes(const std::vector<std::vector<std::string>>& per_dim, size_t begin, size_t end) {
+  std::vector<std::string> out;
+  for (size_t d = begin; d < end && d < per_dim.size(); ++d) out.insert(out.end(), per_dim[d].begin(), per_dim[d].end());
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> ParamLayout::input_tp_axes() const {
+  return concat_axes(tp_axes, 0, static_cast<size_t>(info.input_dims));
+}
+
+std::vector<std::string> ParamLayout::output_tp_axes() const {
+  return concat_axes(tp_axes, static_cast<size_t>(info.input_dims), tp_axes.size());
+}
+
 std::vector<int64_t> ParamLayout::gathered_shape() const {
   auto shape = sharding.shard_shape();
   for (size_t d = 0; d < shape.size(); ++d) shape[d] *= sharding.mesh().axes_size(fsdp_axes[d]);

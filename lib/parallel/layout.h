@@ -20,6 +20,10 @@ struct ParamLayout {
   std::vector<std::vector<std::string>> fsdp_axes;
   std::vector<std::vector<std::string>> tp_axes;
   bool is_fsdp() const;
+  // For dense weights: the tensor-parallel axes of the input (contracted) dims and of the output
+  // dims. Column-parallel layers have output axes, row-parallel ones input axes.
+  std::vector<std::string> input_tp_axes() const;
+  std::vector<std::string> output_tp_axes() const;
   std::vector<int64_t> gathered_shape() const;  // shape after the FSDP all-gather
 };
 

@@ -12,14 +12,6 @@
 
 namespace spmd {
 
-namespace {
-std::vector<std::string> concat_axes(const std::vector<std::vector<std::string>>& per_dim, size_t begin, size_t end) {
-  std::vector<std::string> out;
-  for (size_t d = begin; d < end && d < per_dim.size(); ++d) out.insert(out.end(), per_dim[d].begin(), per_dim[d].end());
-  return out;
-}
-}  // namespace
-
 const ParamLayout& ParallelOps::layout_of(const std::string& name) const {
   return model_.layout().params[model_.index_of(name)];
 }
@@ -46,8 +38,8 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   SPMD_ASSERT(layout.info.input_dims == contracted_dims, "{}: dense over {} dims, table says {}", weight,
               contracted_dims, layout.info.input_dims);
   const size_t n = static_cast<size_t>(contracted_dims);
-  auto in_tp = concat_axes(layout.tp_axes, 0, n);
-  auto out_tp = concat_axes(layout.tp_axes, n, layout.tp_axes.size());
+  auto in_tp = layout.input_tp_axes();
+  auto out_tp = layout.output_tp_axes();
   at::Tensor w = param(weight);
   at::Tensor input = x;
   // Column-parallel: the replicated input fans out to shards of the output features.

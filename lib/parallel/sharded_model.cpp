@@ -11,14 +11,6 @@
 
 namespace spmd {
 
-namespace {
-std::vector<std::string> concat_axes(const std::vector<std::vector<std::string>>& per_dim, size_t begin, size_t end) {
-  std::vector<std::string> out;
-  for (size_t d = begin; d < end && d < per_dim.size(); ++d) out.insert(out.end(), per_dim[d].begin(), per_dim[d].end());
-  return out;
-}
-}  // namespace
-
 ShardedModel::ShardedModel(ModelLayout layout, Communicator& comm, uint64_t seed)
     : layout_(std::move(layout)), comm_(&comm) {
   validate_layout();
@@ -60,8 +52,7 @@ void ShardedModel::validate_layout() const {
                  p.info.name, logical.empty() ? "-" : logical, p.tp_axes[d], logical);
     }
     if (p.info.input_dims > 0) {
-      size_t n = static_cast<size_t>(p.info.input_dims);
-      auto in_tp = concat_axes(p.tp_axes, 0, n), out_tp = concat_axes(p.tp_axes, n, p.tp_axes.size());
+      auto in_tp = p.input_tp_axes(), out_tp = p.output_tp_axes();
       SPMD_CHECK(in_tp.empty() || out_tp.empty(),
                  "{}: both its input dims ({}) and output dims ({}) are tensor-parallel; a layer may be "
                  "column- or row-parallel, not both",
@@ -76,9 +67,8 @@ void ShardedModel::create_groups() {
   comm.create_group(layout_.batch_axes);
   for (const auto& axis : layout_.mesh.axes()) comm.create_group({axis});
   for (const auto& p : layout_.params) {
-    size_t n = static_cast<size_t>(p.info.input_dims);
-    comm.create_group(concat_axes(p.tp_axes, 0, n));
-    comm.create_group(concat_axes(p.tp_axes, n, p.tp_axes.size()));
+    comm.create_group(p.input_tp_axes());
+    comm.create_group(p.output_tp_axes());
     std::vector<std::string> unsynced = layout_.batch_axes;  // batch axes the param is replicated on
     for (size_t d = 0; d < p.info.shape.size(); ++d) {
       comm.create_group(p.fsdp_axes[d]);
