@@ -12,6 +12,7 @@
 #include "train/output_dirs.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
+#include "util/caching_cpu_allocator.h"
 #include "util/error.h"
 #include "util/guarded_main.h"
 
@@ -63,6 +64,17 @@ void setup_train(CLI::App& app, TrainCliOptions& opt) {
       ->group("");
 }
 
+// One training process: its threads, the caching allocator (large activations are reused from
+// step to step instead of being mapped and faulted in afresh; bench/NOTES.md), stop handlers.
+int run_worker(const spmd::Config& config, const spmd::RendezvousInfo& rendezvous, const spmd::TrainOptions& train,
+               int local_ranks) {
+  at::set_num_threads(config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
+                                                          : spmd::default_threads_per_rank(local_ranks));
+  spmd::install_caching_cpu_allocator();
+  spmd::install_stop_handlers();
+  return spmd::run_training(config, rendezvous, train);
+}
+
 int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
   spmd::Config config = spmd::load_config(opt.config_path, opt.overrides);
   spmd::ModelLayout layout = spmd::plan_layout(config);  // layout errors before any process starts
@@ -74,13 +86,8 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
   if (spmd::rendezvous_from_env(rendezvous)) {  // a worker: ours or torchrun's
     SPMD_CHECK(rendezvous.world_size == mesh_size, "WORLD_SIZE={} but mesh {} has {} devices", rendezvous.world_size,
                layout.mesh.describe(), mesh_size);
-    int threads = config.runtime.threads_per_rank > 0
-                      ? static_cast<int>(config.runtime.threads_per_rank)
-                      : spmd::default_threads_per_rank(rendezvous.local_world_size);
-    at::set_num_threads(threads);
     if (rendezvous.rank == 0) spmd::check_output_dirs(config);
-    spmd::install_stop_handlers();
-    return spmd::run_training(config, rendezvous, opt.train);
+    return run_worker(config, rendezvous, opt.train, rendezvous.local_world_size);
   }
   int nproc = opt.nproc > 0 ? opt.nproc : mesh_size / opt.launch.nnodes;
   SPMD_CHECK(nproc * opt.launch.nnodes == mesh_size,
@@ -89,12 +96,9 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
   SPMD_CHECK(opt.launch.node_rank < opt.launch.nnodes, "--node-rank {} must be below --nnodes {}",
              opt.launch.node_rank, opt.launch.nnodes);
   if (mesh_size == 1) {  // one process: no rendezvous needed
-    at::set_num_threads(config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
-                                                            : spmd::default_threads_per_rank(1));
     opt.train.single_process = true;
     spmd::check_output_dirs(config);
-    spmd::install_stop_handlers();
-    return spmd::run_training(config, rendezvous, opt.train);
+    return run_worker(config, rendezvous, opt.train, 1);
   }
   if (opt.launch.node_rank == 0) spmd::check_output_dirs(config);  // before any process starts
   opt.launch.nproc_per_node = nproc;

@@ -1,6 +1,7 @@
 // Memory estimate: exact for parameter-shaped state, a model of saved activations otherwise.
 #include "inspect/memory_estimate.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace spmd {
@@ -29,8 +30,10 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   for (const auto& p : layout.params) {
     int64_t shard = p.sharding.shard_numel() * kFloatBytes;
     e.params += shard;
-    // Gathered FSDP copies stay alive from their use in forward until their layer's backward.
-    if (p.is_fsdp()) e.fsdp_gathered += product(p.gathered_shape()) * kFloatBytes;
+    // An FSDP weight is gathered for its layer and freed after (again in backward): the working
+    // set is the largest gathered weight and, in backward, its full gradient before the
+    // reduce-scatter.
+    if (p.is_fsdp()) e.fsdp_gathered = std::max(e.fsdp_gathered, 2 * product(p.gathered_shape()) * kFloatBytes);
   }
   e.grads = e.params;
   e.optimizer = 2 * e.params;

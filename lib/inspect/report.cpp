@@ -83,7 +83,7 @@ std::string inspect_text(const Config& config, const ModelLayout& layout,
   line("parameters", sharded.params, single.params);
   line("gradients", sharded.grads, single.grads);
   line("AdamW state (m, v)", sharded.optimizer, single.optimizer);
-  line("FSDP gathered parameters", sharded.fsdp_gathered, single.fsdp_gathered);
+  line("FSDP working set (one layer)", sharded.fsdp_gathered, single.fsdp_gathered);
   line("activations saved for backward", sharded.activations, single.activations);
   line("total", sharded.total(), single.total());
   out += fmt::format("  ({} parameters; {} of them in position embeddings)\n", gpt2_num_params(m),

@@ -26,48 +26,59 @@ Weight weight_of(const at::Tensor& w) {
   return {w.data_ptr<float>(), transposed, transposed ? w.size(0) : w.size(1)};
 }
 
+at::Tensor gemm_forward(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& bias) {
+  const at::Tensor x = x_in.contiguous();
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(1);
+  const Weight wt = weight_of(w);
+  at::Tensor y = at::empty({M, N}, x.options());
+  cpu::parallel_gemm(false, wt.stored_transposed, M, N, K, 1.f, x.data_ptr<float>(), K, wt.data, wt.ld, 0.f,
+                     y.data_ptr<float>(), N);
+  if (bias.defined()) y.add_(bias);
+  return y;
+}
+
+LinearGrads gemm_backward(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& dy_in, bool need_dx,
+                          bool need_dw) {
+  const at::Tensor x = x_in.contiguous();
+  const at::Tensor dy = dy_in.contiguous();  // (M, N)
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(1);
+  const Weight wt = weight_of(w);
+  LinearGrads g;
+  if (need_dx) {  // dX (M, K) = dY W^T
+    g.dx = at::empty({M, K}, x.options());
+    cpu::parallel_gemm(false, !wt.stored_transposed, M, K, N, 1.f, dy.data_ptr<float>(), N, wt.data, wt.ld, 0.f,
+                       g.dx.data_ptr<float>(), K);
+  }
+  if (need_dw) {
+    if (!wt.stored_transposed) {  // dW (K, N) = X^T dY
+      g.dw = at::empty({K, N}, x.options());
+      cpu::parallel_gemm(true, false, K, N, M, 1.f, x.data_ptr<float>(), K, dy.data_ptr<float>(), N, 0.f,
+                         g.dw.data_ptr<float>(), N);
+    } else {  // in w's own layout: dW^T (N, K) = dY^T X
+      at::Tensor dwt = at::empty({N, K}, x.options());
+      cpu::parallel_gemm(true, false, N, K, M, 1.f, dy.data_ptr<float>(), N, x.data_ptr<float>(), K, 0.f,
+                         dwt.data_ptr<float>(), K);
+      g.dw = dwt.t();
+    }
+  }
+  return g;
+}
+
 struct FusedLinear : torch::autograd::Function<FusedLinear> {
   // No bias is an empty tensor: 1.13's autograd does not take undefined tensor inputs.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& bias) {
     const at::Tensor x = x_in.contiguous();
-    const int64_t M = x.size(0), K = x.size(1), N = w.size(1);
-    const Weight wt = weight_of(w);
-    at::Tensor y = at::empty({M, N}, x.options());
-    cpu::parallel_gemm(false, wt.stored_transposed, M, N, K, 1.f, x.data_ptr<float>(), K, wt.data, wt.ld, 0.f,
-                       y.data_ptr<float>(), N);
-    if (bias.numel() > 0) y.add_(bias);
     ctx->save_for_backward({x, w});
     ctx->saved_data["has_bias"] = bias.numel() > 0;
-    return y;
+    return gemm_forward(x, w, bias.numel() > 0 ? bias : at::Tensor());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    const at::Tensor& x = saved[0];
-    const at::Tensor& w = saved[1];
-    const at::Tensor dy = grads[0].contiguous();  // (M, N)
-    const int64_t M = x.size(0), K = x.size(1), N = w.size(1);
-    const Weight wt = weight_of(w);
-    at::Tensor dx, dw, dbias;
-    if (ctx->needs_input_grad(0)) {  // dX (M, K) = dY W^T
-      dx = at::empty({M, K}, x.options());
-      cpu::parallel_gemm(false, !wt.stored_transposed, M, K, N, 1.f, dy.data_ptr<float>(), N, wt.data, wt.ld, 0.f,
-                         dx.data_ptr<float>(), K);
-    }
-    if (ctx->needs_input_grad(1)) {
-      if (!wt.stored_transposed) {  // dW (K, N) = X^T dY
-        dw = at::empty({K, N}, x.options());
-        cpu::parallel_gemm(true, false, K, N, M, 1.f, x.data_ptr<float>(), K, dy.data_ptr<float>(), N, 0.f,
-                           dw.data_ptr<float>(), N);
-      } else {  // in w's own layout: dW^T (N, K) = dY^T X
-        at::Tensor dwt = at::empty({N, K}, x.options());
-        cpu::parallel_gemm(true, false, N, K, M, 1.f, dy.data_ptr<float>(), N, x.data_ptr<float>(), K, 0.f,
-                           dwt.data_ptr<float>(), K);
-        dw = dwt.t();
-      }
-    }
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) dbias = dy.sum(0);
-    return {dx, dw, dbias};
+    const bool need_dbias = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
+    LinearGrads g = gemm_backward(saved[0], saved[1], grads[0], ctx->needs_input_grad(0), ctx->needs_input_grad(1));
+    if (need_dbias) g.dbias = grads[0].sum(0);
+    return {g.dx, g.dw, g.dbias};
   }
 };
 
@@ -88,6 +99,25 @@ at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& w, const at::Tens
     SPMD_ASSERT(bias.dim() == 1 && bias.size(0) == w.size(1), "fused_linear: bias of {} for {} outputs", bias.numel(),
                 w.size(1));
   return FusedLinear::apply(x, w, bias.defined() ? bias : at::empty({0}, x.options()));
+}
+
+
+at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  if (fused_linear_supports(x, w)) return gemm_forward(x, w, bias);
+  return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
+}
+
+LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
+                            bool need_dw, bool need_dbias) {
+  LinearGrads g;
+  if (fused_linear_supports(x, w)) {
+    g = gemm_backward(x, w, dy, need_dx, need_dw);
+  } else {
+    if (need_dx) g.dx = at::mm(dy, w.t());
+    if (need_dw) g.dw = at::mm(x.t(), dy);
+  }
+  if (need_dbias) g.dbias = dy.sum(0);
+  return g;
 }
 
 }  // namespace spmd

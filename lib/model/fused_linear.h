@@ -16,4 +16,14 @@ bool fused_linear_supports(const at::Tensor& x, const at::Tensor& w);
 // head); bias: (N) or undefined. Returns (rows, N).
 at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor());
 
+// The same products without autograd, for nodes with their own backward (an FSDP layer gathers
+// its weight again there instead of keeping it). Any x (rows, K) and w (K, N): parallel_gemm
+// where fused_linear_supports(x, w), at::mm / at::addmm otherwise. bias may be undefined.
+at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
+struct LinearGrads {
+  at::Tensor dx, dw, dbias;  // undefined where not asked for; dw has w's layout
+};
+LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
+                            bool need_dw, bool need_dbias);
+
 }  // namespace spmd

@@ -16,8 +16,7 @@ const std::vector<std::string> kResidual{"batch", "seq", "embed"};
 }  // namespace
 
 at::Tensor Gpt2::layer_norm(const at::Tensor& x, const std::string& prefix, ModelOps& ops) const {
-  at::Tensor bias = config_.bias ? ops.param(prefix + ".bias") : at::Tensor();
-  return at::layer_norm(x, {config_.n_embd}, ops.param(prefix + ".weight"), bias, 1e-5);
+  return ops.layer_norm(x, prefix + ".weight", config_.bias ? prefix + ".bias" : "", 1e-5);
 }
 
 at::Tensor Gpt2::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training) const {

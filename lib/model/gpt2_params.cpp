@@ -14,7 +14,9 @@ std::vector<ParamInfo> gpt2_param_table(const ModelConfig& c, int64_t padded_voc
   std::vector<ParamInfo> table;
   auto add = [&](std::string name, std::vector<int64_t> shape, std::vector<std::string> logical,
                  ParamInit init, double std = 0.02, int64_t input_dims = 0) {
-    bool decay = shape.size() >= 2;
+    // Decay weight matrices and embeddings (2-D in nanoGPT's layout) but no bias or LayerNorm
+    // scale, whatever its shape here (c_attn's bias is stored (3, heads, head_dim)).
+    bool decay = init == ParamInit::kNormal;
     table.push_back({std::move(name), std::move(shape), std::move(logical), init, std, decay, input_dims});
   };
   auto layer_norm = [&](const std::string& prefix) {

@@ -18,7 +18,7 @@ struct ParamInfo {
   std::vector<std::string> logical;  // one logical axis per dim; "" = never sharded
   ParamInit init = ParamInit::kNormal;
   double init_std = 0.02;            // for kNormal
-  bool weight_decay = false;         // AdamW decay applies to matrices only (as nanoGPT)
+  bool weight_decay = false;         // AdamW decay: weight matrices and embeddings only (as nanoGPT)
   int64_t input_dims = 0;            // for dense weights: leading dims contracted with the input
 };
 

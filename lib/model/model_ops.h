@@ -21,6 +21,10 @@ class ModelOps {
   virtual at::Tensor dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
                            int64_t contracted_dims) = 0;
 
+  // LayerNorm over x's last dim with the named scale and bias ("" for none).
+  virtual at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias,
+                                double eps) = 0;
+
   // Rows of an embedding table (vocab, embed) for token ids (B, T) -> (B, T, C).
   virtual at::Tensor embed(const std::string& table, const at::Tensor& ids) = 0;
 

@@ -6,6 +6,7 @@
 
 #include "comm/collectives.h"
 #include "model/fused_linear.h"
+#include "parallel/fsdp_ops.h"
 #include "parallel/counter_rng.h"
 #include "parallel/vocab_parallel_loss.h"
 #include "util/error.h"
@@ -21,6 +22,18 @@ bool ParallelOps::has_param(const std::string& name) const {
     if (p.info.name == name) return true;
   return false;
 }
+
+FsdpGathers ParallelOps::fsdp_gathers(const ParamLayout& layout) const {
+  FsdpGathers gathers;
+  for (size_t d = 0; d < layout.fsdp_axes.size(); ++d) {
+    if (layout.fsdp_axes[d].empty()) continue;
+    const Group& g = group(layout.fsdp_axes[d]);
+    if (g.size() > 1) gathers.emplace_back(static_cast<int64_t>(d), &g);
+  }
+  return gathers;
+}
+
+at::Tensor ParallelOps::shard(const std::string& name) const { return model_.params()[model_.index_of(name)]; }
 
 at::Tensor ParallelOps::param(const std::string& name) {
   size_t i = model_.index_of(name);
@@ -40,21 +53,27 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   const size_t n = static_cast<size_t>(contracted_dims);
   auto in_tp = layout.input_tp_axes();
   auto out_tp = layout.output_tp_axes();
-  at::Tensor w = param(weight);
+  const FsdpGathers gathers = fsdp_gathers(layout);
+  const std::vector<int64_t> w_shape = layout.gathered_shape();  // as computed with (FSDP dims gathered)
   at::Tensor input = x;
   // Column-parallel: the replicated input fans out to shards of the output features.
   if (!out_tp.empty()) input = copy_to_group(input, group(out_tp));
   // One 2-D matmul: (rows, K) x (K, N); a bias that needs no reduction first rides in addmm.
   const int64_t lead = input.dim() - static_cast<int64_t>(n);
   std::vector<int64_t> out_shape(input.sizes().begin(), input.sizes().begin() + lead);
-  out_shape.insert(out_shape.end(), w.sizes().begin() + static_cast<int64_t>(n), w.sizes().end());
+  out_shape.insert(out_shape.end(), w_shape.begin() + static_cast<int64_t>(n), w_shape.end());
   int64_t k = 1;
-  for (size_t d = 0; d < n; ++d) k *= w.size(static_cast<int64_t>(d));
+  for (size_t d = 0; d < n; ++d) k *= w_shape[d];
   at::Tensor x2 = input.reshape({-1, k});  // (rows, K)
-  at::Tensor w2 = w.reshape({k, -1});      // (K, N)
   const bool fold_bias = !bias.empty() && in_tp.empty();
   at::Tensor b = fold_bias ? param(bias).reshape({-1}) : at::Tensor();
-  at::Tensor y = fused_linear_supports(x2, w2) ? fused_linear(x2, w2, b) : b.defined() ? at::addmm(b, x2, w2) : at::mm(x2, w2);
+  at::Tensor y;
+  if (!gathers.empty()) {
+    y = fsdp_linear(x2, shard(weight), gathers, /*transposed=*/false, b);
+  } else {
+    at::Tensor w2 = param(weight).reshape({k, -1});  // (K, N)
+    y = fused_linear_supports(x2, w2) ? fused_linear(x2, w2, b) : b.defined() ? at::addmm(b, x2, w2) : at::mm(x2, w2);
+  }
   y = y.view(out_shape);
   // Row-parallel: each shard of the input features gives a partial sum.
   if (!in_tp.empty()) y = reduce_from_group(y, group(in_tp));
@@ -64,15 +83,19 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
 
 at::Tensor ParallelOps::embed(const std::string& table, const at::Tensor& ids) {
   const auto& layout = layout_of(table);
-  at::Tensor w = param(table);  // (V_local, C)
+  const FsdpGathers gathers = fsdp_gathers(layout);
+  auto lookup = [&](const at::Tensor& local_ids) {  // (V_local, C) table rows
+    return gathers.empty() ? at::embedding(param(table), local_ids) : fsdp_embedding(local_ids, shard(table), gathers);
+  };
   const auto& vocab_tp = layout.tp_axes[0];
-  if (vocab_tp.empty()) return at::embedding(w, ids);
+  if (vocab_tp.empty()) return lookup(ids);
   // Vocab-parallel: look up the ids this shard owns, zeros elsewhere, then sum over the group.
-  const int64_t rows = w.size(0);
+  const int64_t rows = layout.gathered_shape()[0];
   const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
   at::Tensor local = ids - offset;
   at::Tensor outside = (local < 0) | (local >= rows);
-  at::Tensor out = at::embedding(w, local.masked_fill(outside, 0)) * (~outside).unsqueeze(-1).to(w.scalar_type());
+  at::Tensor out = lookup(local.masked_fill(outside, 0));
+  out = out * (~outside).unsqueeze(-1).to(out.scalar_type());
   return reduce_from_group(out, group(vocab_tp));
 }
 
@@ -80,13 +103,26 @@ at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& t
   const auto& layout = layout_of(table);
   const auto& vocab_tp = layout.tp_axes[0];
   const Group& vocab_group = group(vocab_tp);
-  at::Tensor w = param(table);                                   // (V_local, C)
   at::Tensor x2 = copy_to_group(x, vocab_group).reshape({-1, x.size(-1)});  // (B*T, C)
-  at::Tensor logits = fused_linear_supports(x2, w.t()) ? fused_linear(x2, w.t()) : at::mm(x2, w.t());  // (B*T, V_local)
-  const int64_t rows = w.size(0);
+  const FsdpGathers gathers = fsdp_gathers(layout);
+  at::Tensor logits;  // (B*T, V_local)
+  if (!gathers.empty()) {
+    logits = fsdp_linear(x2, shard(table), gathers, /*transposed=*/true, at::Tensor());
+  } else {
+    at::Tensor w = param(table);  // (V_local, C)
+    logits = fused_linear_supports(x2, w.t()) ? fused_linear(x2, w.t()) : at::mm(x2, w.t());
+  }
+  const int64_t rows = logits.size(1);
   const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
   return vocab_parallel_cross_entropy(logits.reshape({-1, rows}), targets.reshape({-1}), offset,
                                       model_.layout().model.vocab_size, vocab_group);
+}
+
+at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) {
+  at::Tensor b = bias.empty() ? at::Tensor() : param(bias);
+  const FsdpGathers gathers = fsdp_gathers(layout_of(weight));
+  if (!gathers.empty()) return fsdp_layer_norm(x, shard(weight), gathers, b, eps);
+  return at::layer_norm(x, {x.size(-1)}, param(weight), b, eps);
 }
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {

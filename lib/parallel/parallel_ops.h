@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/model_ops.h"
+#include "parallel/fsdp_ops.h"
 #include "parallel/sharded_model.h"
 
 namespace spmd {
@@ -17,6 +18,7 @@ class ParallelOps : public ModelOps {
   bool has_param(const std::string& name) const override;
   at::Tensor dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
                    int64_t contracted_dims) override;
+  at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) override;
   at::Tensor embed(const std::string& table, const at::Tensor& ids) override;
   at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
   at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;
@@ -24,6 +26,8 @@ class ParallelOps : public ModelOps {
 
  private:
   const ParamLayout& layout_of(const std::string& name) const;
+  FsdpGathers fsdp_gathers(const ParamLayout& layout) const;  // empty unless gathered over a group > 1
+  at::Tensor shard(const std::string& name) const;             // this rank's stored block
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
 
   ShardedModel& model_;

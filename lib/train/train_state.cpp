@@ -10,6 +10,7 @@
 #include "parallel/grad_sync.h"
 #include "parallel/layout.h"
 #include "parallel/parallel_ops.h"
+#include "util/caching_cpu_allocator.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -66,7 +67,9 @@ StepResult train_step(TrainState& s, bool inject_nan) {
 
   auto phase = Clock::now();
   ParallelOps ops(model, static_cast<uint64_t>(tc.seed), s.step);
+  const int64_t live_before = caching_cpu_allocator_stats().live_bytes;
   at::Tensor loss = s.gpt->loss(inputs, targets, ops, true);
+  if (caching_cpu_allocator_stats().installed && loss.device().is_cpu()) result.graph_bytes = caching_cpu_allocator_stats().live_bytes - live_before;
   if (inject_nan) loss = loss * NAN;
   result.timings.forward_ms = ms_since(phase);
 

@@ -42,6 +42,9 @@ struct StepResult {
   double lr = 0;
   bool skipped = false;  // non-finite and train.skip_nonfinite
   StepTimings timings;   // collective_ms is included in forward/backward
+  // Tensor bytes the autograd graph holds between forward and backward (activations, and any
+  // gathered FSDP weights); -1 unless the caching CPU allocator, which counts them, is installed.
+  int64_t graph_bytes = -1;
 };
 
 // batch -> forward -> backward -> grad sync -> clip -> AdamW. Throws RuntimeError on a

@@ -14,6 +14,7 @@
 #include "train/metrics.h"
 #include "train/stop_signal.h"
 #include "train/train_state.h"
+#include "util/caching_cpu_allocator.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -35,6 +36,20 @@ void dump_parameters(const ShardedModel& model, const std::string& dir) {
     out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * 4));
   }
 }
+
+// Tensor memory per rank (the caching allocator's counts; max over ranks): the peak, and what the
+// autograd graph held between forward and backward in the last step.
+void report_memory(TrainState& state, int64_t graph_bytes) {
+  at::Tensor bytes = at::tensor({static_cast<double>(caching_cpu_allocator_stats().peak_live_bytes),
+                                 static_cast<double>(graph_bytes)}, at::kDouble);
+  state.comm->world().all_reduce_max(bytes);
+  if (state.rank() == 0)
+    fmt::print("tensor memory per rank (max): peak {:.1f} MiB, held for backward {:.1f} MiB "
+               "(peak_tensor_bytes={:.0f} graph_bytes={:.0f})\n",
+               bytes[0].item<double>() / (1 << 20), bytes[1].item<double>() / (1 << 20), bytes[0].item<double>(),
+               bytes[1].item<double>());
+}
+
 }  // namespace
 
 int run_training(const Config& config, const RendezvousInfo& rendezvous, const TrainOptions& options) {
@@ -79,9 +94,11 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   const auto run_start = std::chrono::steady_clock::now();
   const int64_t first_step = state.step;
   double last_loss = NAN;
+  int64_t graph_bytes = -1;
   while (state.step < tc.steps) {
     const int64_t step = state.step;
     StepResult r = train_step(state, step == options.inject_nan_at_step);
+    graph_bytes = r.graph_bytes;
     if (r.skipped) {
       if (leader) fmt::print("step {}: non-finite loss or gradient; step skipped\n", step);
       continue;
@@ -114,6 +131,7 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   if (checkpointing) checkpoint();  // the final state, unless just saved
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   if (leader) fmt::print("done: {} steps in {}, final loss {:.4f}\n", tc.steps - first_step, format_duration(total_s), last_loss);
+  if (graph_bytes >= 0) report_memory(state, graph_bytes);
   state.comm->world().barrier();
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -29,6 +30,8 @@ struct Cache {
   size_t cached_bytes = 0;
   size_t max_cached_bytes = 0;
   int64_t allocations = 0, cache_hits = 0;
+  bool installed = false;
+  std::atomic<int64_t> live_bytes{0}, peak_live_bytes{0};  // blocks handed out and not yet released
 };
 
 Cache& cache() {
@@ -42,8 +45,9 @@ void release(void* data) {
   if (data == nullptr) return;
   void* base = static_cast<char*>(data) - kHeader;
   const size_t size = header_size(base);
+  Cache& c = cache();
+  c.live_bytes.fetch_sub(static_cast<int64_t>(size), std::memory_order_relaxed);
   if (size >= kMinCached) {
-    Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
     if (c.cached_bytes + size <= c.max_cached_bytes) {
       c.free_blocks[size].push_back(base);
@@ -77,6 +81,11 @@ c10::DataPtr allocate_block(size_t n) {
     if (posix_memalign(&base, kHeader, size + kHeader) != 0) throw std::bad_alloc();
     header_size(base) = size;
   }
+  const int64_t live = c.live_bytes.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed) +
+                       static_cast<int64_t>(size);
+  int64_t peak = c.peak_live_bytes.load(std::memory_order_relaxed);
+  while (live > peak && !c.peak_live_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
   void* data = static_cast<char*>(base) + kHeader;
   return {data, data, &release, cpu};
 }
@@ -106,13 +115,20 @@ void install_caching_cpu_allocator(int64_t max_cached_bytes) {
     c.max_cached_bytes = max_cached_bytes > 0 ? static_cast<size_t>(max_cached_bytes)
                                               : static_cast<size_t>(pages > 0 && page > 0 ? pages / 4 * page : 1L << 30);
     c10::SetCPUAllocator(&allocator, /*priority=*/1);
+    c.installed = true;
   });
 }
 
 CachingCpuAllocatorStats caching_cpu_allocator_stats() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  return {c.allocations, c.cache_hits, static_cast<int64_t>(c.cached_bytes)};
+  return {c.installed, c.allocations, c.cache_hits, static_cast<int64_t>(c.cached_bytes),
+          c.live_bytes.load(std::memory_order_relaxed), c.peak_live_bytes.load(std::memory_order_relaxed)};
+}
+
+void reset_peak_live_bytes() {
+  Cache& c = cache();
+  c.peak_live_bytes.store(c.live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 }  // namespace spmd

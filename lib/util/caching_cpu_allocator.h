@@ -15,10 +15,14 @@ namespace spmd {
 void install_caching_cpu_allocator(int64_t max_cached_bytes = 0);
 
 struct CachingCpuAllocatorStats {
-  int64_t allocations = 0;   // requests served (all sizes)
-  int64_t cache_hits = 0;    // large requests served from the free lists
-  int64_t cached_bytes = 0;  // bytes in the free lists now
+  bool installed = false;
+  int64_t allocations = 0;      // requests served (all sizes)
+  int64_t cache_hits = 0;       // large requests served from the free lists
+  int64_t cached_bytes = 0;     // bytes in the free lists now
+  int64_t live_bytes = 0;       // bytes of tensors allocated by it and alive now (sizes rounded)
+  int64_t peak_live_bytes = 0;  // the most live_bytes since install or reset_peak_live_bytes()
 };
 CachingCpuAllocatorStats caching_cpu_allocator_stats();
+void reset_peak_live_bytes();
 
 }  // namespace spmd

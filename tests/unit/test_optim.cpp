@@ -3,6 +3,7 @@
 
 #include <torch/optim/adamw.h>
 
+#include "model/gpt2_params.h"
 #include "optim/adamw.h"
 
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
@@ -55,4 +56,22 @@ TEST_CASE("optim: warmup, cosine decay to min_lr, then min_lr") {
   CHECK(learning_rate_at(c, 60) == doctest::Approx(1e-4 + 0.5 * (1e-3 - 1e-4)));
   CHECK(learning_rate_at(c, 110) == doctest::Approx(1e-4));
   CHECK(learning_rate_at(c, 500) == doctest::Approx(1e-4));
+}
+
+TEST_CASE("optim: weight decay goes to weight matrices and embeddings, never to biases or LayerNorm") {
+  ModelConfig model;
+  model.vocab_size = 72;
+  model.block_size = 16;
+  model.n_layer = 2;
+  model.n_head = 4;
+  model.n_embd = 32;
+  model.bias = true;
+  int decayed = 0;
+  for (const auto& p : gpt2_param_table(model, 72)) {
+    CAPTURE(p.name);
+    const bool bias_or_norm = p.name.find(".bias") != std::string::npos || p.name.find("ln_") != std::string::npos;
+    CHECK(p.weight_decay == !bias_or_norm);  // c_attn.bias is 3-D here and still not decayed
+    decayed += p.weight_decay;
+  }
+  CHECK(decayed == 2 + 2 * 4);  // wte, wpe, and 4 weights per layer
 }

@@ -10,6 +10,7 @@
 
 #include "comm/collectives.h"
 #include "comm/communicator.h"
+#include "parallel/fsdp_ops.h"
 #include "parallel/vocab_parallel_loss.h"
 #include "train/launcher.h"
 #include "util/error.h"
@@ -108,6 +109,77 @@ void check_group(const Group& g, const std::string& label) {
     total.backward();
     expect_close(label + " scatter_to_group forward", y.detach(), xr.detach().chunk(n, 0)[r]);
     expect_close(label + " scatter_to_group grad", x.grad(), xr.grad());
+  }
+  // fsdp_linear: each member's own rows x_m times the weight gathered from the shards (dim 0 of a
+  // (K, 2, 3) weight viewed as (K, 6)), plus a full bias. Reference: sum_m <x_m W + b, c_m>.
+  {
+    const int64_t K = 2 * n;
+    FsdpGathers gathers{{0, &g}};
+    at::Tensor x = leaf(data_for(r, {4, K}, 1.2));
+    at::Tensor shard = leaf(data_for(r, {2, 2, 3}, 1.3));
+    at::Tensor bias = leaf(data_for(0, {6}, 1.4));
+    at::Tensor y = fsdp_linear(x, shard, gathers, false, bias);
+    (y * data_for(r, {4, 6}, 1.5)).sum().backward();
+    std::vector<at::Tensor> xs, shards;
+    for (int m = 0; m < n; ++m) {
+      xs.push_back(leaf(data_for(m, {4, K}, 1.2)));
+      shards.push_back(leaf(data_for(m, {2, 2, 3}, 1.3)));
+    }
+    at::Tensor w = at::cat(shards, 0).reshape({K, 6});
+    at::Tensor b = leaf(data_for(0, {6}, 1.4));
+    at::Tensor total = at::zeros({}, at::kFloat);
+    for (int m = 0; m < n; ++m) total = total + ((at::mm(xs[m], w) + b) * data_for(m, {4, 6}, 1.5)).sum();
+    total.backward();
+    expect_close(label + " fsdp_linear forward", y.detach(), (at::mm(xs[r], w) + b).detach());
+    expect_close(label + " fsdp_linear grad x", x.grad(), xs[r].grad());
+    expect_close(label + " fsdp_linear grad shard", shard.grad(), shards[r].grad());
+    // The bias is replicated: each member's gradient is its own part of the sum.
+    expect_close(label + " fsdp_linear grad bias", bias.grad(), data_for(r, {4, 6}, 1.5).sum(0));
+  }
+  // fsdp_linear transposed (the tied LM head): the shards are columns (dim 1) of a (V, K) table.
+  {
+    const int64_t K = 3 * n;
+    FsdpGathers gathers{{1, &g}};
+    at::Tensor x = leaf(data_for(r, {4, K}, 1.6));
+    at::Tensor shard = leaf(data_for(r, {5, 3}, 1.7));
+    at::Tensor y = fsdp_linear(x, shard, gathers, true, at::Tensor());
+    (y * data_for(r, {4, 5}, 1.8)).sum().backward();
+    std::vector<at::Tensor> xs, shards;
+    for (int m = 0; m < n; ++m) {
+      xs.push_back(leaf(data_for(m, {4, K}, 1.6)));
+      shards.push_back(leaf(data_for(m, {5, 3}, 1.7)));
+    }
+    at::Tensor table = at::cat(shards, 1);
+    at::Tensor total = at::zeros({}, at::kFloat);
+    for (int m = 0; m < n; ++m) total = total + (at::mm(xs[m], table.t()) * data_for(m, {4, 5}, 1.8)).sum();
+    total.backward();
+    expect_close(label + " fsdp_linear transposed forward", y.detach(), at::mm(xs[r], table.t()).detach());
+    expect_close(label + " fsdp_linear transposed grad x", x.grad(), xs[r].grad());
+    expect_close(label + " fsdp_linear transposed grad shard", shard.grad(), shards[r].grad());
+  }
+  // fsdp_layer_norm: a scale gathered from the shards, a full bias.
+  {
+    const int64_t C = 2 * n;
+    FsdpGathers gathers{{0, &g}};
+    at::Tensor x = leaf(data_for(r, {3, C}, 1.9) * 2.0);
+    at::Tensor shard = leaf(data_for(r, {2}, 2.0) + 1.0);
+    at::Tensor bias = leaf(data_for(0, {C}, 2.1));
+    at::Tensor y = fsdp_layer_norm(x, shard, gathers, bias, 1e-5);
+    (y * data_for(r, {3, C}, 2.2)).sum().backward();
+    std::vector<at::Tensor> xs, shards;
+    for (int m = 0; m < n; ++m) {
+      xs.push_back(leaf(data_for(m, {3, C}, 1.9) * 2.0));
+      shards.push_back(leaf(data_for(m, {2}, 2.0) + 1.0));
+    }
+    at::Tensor w = at::cat(shards, 0);
+    at::Tensor b = leaf(data_for(0, {C}, 2.1));
+    at::Tensor total = at::zeros({}, at::kFloat);
+    for (int m = 0; m < n; ++m) total = total + (at::layer_norm(xs[m], {C}, w, b, 1e-5) * data_for(m, {3, C}, 2.2)).sum();
+    total.backward();
+    expect_close(label + " fsdp_layer_norm forward", y.detach(), at::layer_norm(xs[r], {C}, w, b, 1e-5).detach());
+    expect_close(label + " fsdp_layer_norm grad x", x.grad(), xs[r].grad());
+    expect_close(label + " fsdp_layer_norm grad shard", shard.grad(), shards[r].grad());
+    expect_close(label + " fsdp_layer_norm grad bias", bias.grad(), data_for(r, {3, C}, 2.2).sum(0));
   }
   // vocab_parallel_cross_entropy vs at::cross_entropy on the full logits, with padding columns.
   {

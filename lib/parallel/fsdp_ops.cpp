@@ -1,0 +1,149 @@
+// The autograd nodes behind fsdp_ops.h. Each saves its input and the weight's *shard*; the
+// backward gathers the weight again (the same collectives, in the same order on every rank,
+// because every rank runs the same graph).
+#include "parallel/fsdp_ops.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "model/fused_linear.h"
+
+namespace spmd {
+
+at::Tensor fsdp_gather(const at::Tensor& shard, const FsdpGathers& gathers) {
+  at::Tensor t = shard;
+  for (const auto& [dim, group] : gathers) t = group->all_gather(t, dim);
+  return t;
+}
+
+at::Tensor fsdp_reduce_scatter(const at::Tensor& grad, const FsdpGathers& gathers) {
+  at::Tensor g = grad;
+  for (auto it = gathers.rbegin(); it != gathers.rend(); ++it) g = it->second->reduce_scatter_sum(g, it->first);
+  return g;
+}
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The groups outlive the graph (they belong to the Communicator): keep (dim, address) pairs.
+void save_gathers(AutogradContext* ctx, const FsdpGathers& gathers) {
+  std::vector<int64_t> flat;
+  for (const auto& [dim, group] : gathers) {
+    flat.push_back(dim);
+    flat.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(group)));
+  }
+  ctx->saved_data["gathers"] = flat;
+}
+FsdpGathers saved_gathers(AutogradContext* ctx) {
+  std::vector<int64_t> flat = ctx->saved_data["gathers"].toIntVector();
+  FsdpGathers gathers;
+  for (size_t i = 0; i + 1 < flat.size(); i += 2)
+    gathers.emplace_back(flat[i], reinterpret_cast<const Group*>(static_cast<intptr_t>(flat[i + 1])));
+  return gathers;
+}
+
+// The gathered weight as the (K, N) operand of x (rows, K).
+at::Tensor as_matrix(const at::Tensor& w, int64_t k, bool transposed) { return transposed ? w.t() : w.reshape({k, -1}); }
+
+// An absent bias travels as an empty tensor: 1.13's autograd does not take undefined inputs.
+struct FsdpLinear : torch::autograd::Function<FsdpLinear> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& shard,
+                            const at::Tensor& bias, const FsdpGathers* gathers, bool transposed) {
+    save_gathers(ctx, *gathers);
+    ctx->saved_data["transposed"] = transposed;
+    ctx->saved_data["has_bias"] = bias.numel() > 0;
+    ctx->save_for_backward({x, shard});
+    at::Tensor w = as_matrix(fsdp_gather(shard, *gathers), x.size(1), transposed);
+    return linear_forward(x, w, bias.numel() > 0 ? bias : at::Tensor());
+  }  // the gathered weight is freed here
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor& shard = saved[1];
+    const FsdpGathers gathers = saved_gathers(ctx);
+    const bool transposed = ctx->saved_data["transposed"].toBool();
+    at::Tensor full = fsdp_gather(shard, gathers);
+    LinearGrads g = linear_backward(x, as_matrix(full, x.size(1), transposed), grads[0], ctx->needs_input_grad(0),
+                                    ctx->needs_input_grad(1),
+                                    ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2));
+    at::Tensor dshard;
+    if (g.dw.defined()) {
+      at::Tensor dfull = transposed ? g.dw.t() : g.dw.reshape(full.sizes());
+      full = at::Tensor();  // free the gathered weight before the gradient's collective
+      dshard = fsdp_reduce_scatter(dfull.contiguous(), gathers);
+    }
+    return {g.dx, dshard, g.dbias, at::Tensor(), at::Tensor()};
+  }
+};
+
+struct FsdpEmbedding : torch::autograd::Function<FsdpEmbedding> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& shard, const at::Tensor& ids,
+                            const FsdpGathers* gathers) {
+    at::Tensor table = fsdp_gather(shard, *gathers);
+    save_gathers(ctx, *gathers);
+    ctx->saved_data["rows"] = table.size(0);
+    ctx->save_for_backward({ids});
+    return at::embedding(table, ids);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor ids = ctx->get_saved_variables()[0];
+    at::Tensor dtable = at::embedding_dense_backward(grads[0].contiguous(), ids, ctx->saved_data["rows"].toInt(),
+                                                     /*padding_idx=*/-1, /*scale_grad_by_freq=*/false);
+    return {fsdp_reduce_scatter(dtable, saved_gathers(ctx)), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct FsdpLayerNorm : torch::autograd::Function<FsdpLayerNorm> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& shard,
+                            const at::Tensor& bias, const FsdpGathers* gathers, double eps) {
+    const at::Tensor x = x_in.contiguous();
+    const int64_t C = x.size(-1);
+    at::Tensor w = fsdp_gather(shard, *gathers);
+    c10::optional<at::Tensor> b = bias.numel() > 0 ? c10::optional<at::Tensor>(bias) : c10::nullopt;
+    auto [y, mean, rstd] = at::native_layer_norm(x, {C}, w, b, eps);
+    save_gathers(ctx, *gathers);
+    ctx->saved_data["has_bias"] = bias.numel() > 0;
+    ctx->save_for_backward({x, shard, mean, rstd});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &shard = saved[1], &mean = saved[2], &rstd = saved[3];
+    const at::Tensor dy = grads[0].contiguous();
+    const int64_t C = x.size(-1);
+    const FsdpGathers gathers = saved_gathers(ctx);
+    at::Tensor w = fsdp_gather(shard, gathers);
+    auto [dx, dw, unused] = at::native_layer_norm_backward(
+        dy, x, {C}, mean, rstd, w, c10::nullopt, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), false});
+    at::Tensor dbias;
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) dbias = dy.reshape({-1, C}).sum(0);
+    at::Tensor dshard = dw.defined() ? fsdp_reduce_scatter(dw, gathers) : at::Tensor();
+    return {dx, dshard, dbias, at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor bias_or_empty(const at::Tensor& bias, const at::Tensor& like) {
+  return bias.defined() ? bias : at::empty({0}, like.options());
+}
+
+}  // namespace
+
+at::Tensor fsdp_linear(const at::Tensor& x, const at::Tensor& weight_shard, const FsdpGathers& gathers,
+                       bool transposed, const at::Tensor& bias) {
+  return FsdpLinear::apply(x, weight_shard, bias_or_empty(bias, x), &gathers, transposed);
+}
+
+at::Tensor fsdp_embedding(const at::Tensor& ids, const at::Tensor& table_shard, const FsdpGathers& gathers) {
+  return FsdpEmbedding::apply(table_shard, ids, &gathers);
+}
+
+at::Tensor fsdp_layer_norm(const at::Tensor& x, const at::Tensor& weight_shard, const FsdpGathers& gathers,
+                           const at::Tensor& bias, double eps) {
+  return FsdpLayerNorm::apply(x, weight_shard, bias_or_empty(bias, x), &gathers, eps);
+}
+
+}  // namespace spmd

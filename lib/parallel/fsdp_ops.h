@@ -1,0 +1,37 @@
+// FSDP layers that keep only the shard (ZeRO-3, FSDP's reshard-after-forward): the weight is
+// all-gathered for the forward product and dropped when the layer returns, gathered again in the
+// backward, and its gradient is reduce-scattered back to the shard. Autograd never holds a
+// gathered copy, so a rank's FSDP working set is its shards plus the layer in use.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "comm/group.h"
+
+namespace spmd {
+
+// How a shard becomes the tensor a layer computes with: all-gathers along (dim, group), in order.
+using FsdpGathers = std::vector<std::pair<int64_t, const Group*>>;
+
+// The gather, and its gradient (reduce-scatters in reverse order); no autograd.
+at::Tensor fsdp_gather(const at::Tensor& shard, const FsdpGathers& gathers);
+at::Tensor fsdp_reduce_scatter(const at::Tensor& grad, const FsdpGathers& gathers);
+
+// y = x W (+ bias) for x (rows, K), W the gathered weight viewed as (K, N), or, when
+// `transposed`, the gathered (N, K) table used as W^T (the tied LM head). `bias` is the full
+// bias (gathered by the caller: its add keeps nothing for backward) or undefined.
+at::Tensor fsdp_linear(const at::Tensor& x, const at::Tensor& weight_shard, const FsdpGathers& gathers,
+                       bool transposed, const at::Tensor& bias);
+
+// Rows `ids` of the gathered table (ids already local to it); libtorch's embedding would keep the
+// table for its backward.
+at::Tensor fsdp_embedding(const at::Tensor& ids, const at::Tensor& table_shard, const FsdpGathers& gathers);
+
+// LayerNorm over x's last dim with a gathered scale; `bias` full or undefined, as above.
+at::Tensor fsdp_layer_norm(const at::Tensor& x, const at::Tensor& weight_shard, const FsdpGathers& gathers,
+                           const at::Tensor& bias, double eps);
+
+}  // namespace spmd
