@@ -160,12 +160,16 @@ ModelConfig read_model(const MapReader& top) {
   return m;
 }
 
-DataConfig read_data(const MapReader& top) {
+DataConfig read_data(const MapReader& top, const ModelConfig& model) {
   DataConfig d;
-  MapReader r = top.section("data", {"train", "val", "batch_size"});
+  MapReader r = top.section("data", {"train", "val", "batch_size", "window_stride"});
   r.read("train", d.train);  // existence is the data loader's business
   r.read("val", d.val);
   read_positive(r, "batch_size", d.batch_size);
+  read_at_least(r, "window_stride", d.window_stride, 0);
+  r.check("window_stride", d.window_stride <= model.block_size,
+          fmt::format("{} is above model.block_size = {}: windows would skip tokens (0 means block_size)",
+                      d.window_stride, model.block_size));
   return d;
 }
 
@@ -249,7 +253,7 @@ void check_run_size(const MapReader& top, const Config& c) {
       "(1 EiB) a run may have; check the model sizes and data.batch_size",
       static_cast<double>(bytes(B)), c.data.batch_size);
   if (bytes(1) <= static_cast<Real>(kMaxRunBytes))  // the batch alone makes it too big
-    top.section("data", {"train", "val", "batch_size"}).fail("batch_size", message);
+    top.section("data", {"train", "val", "batch_size", "window_stride"}).fail("batch_size", message);
   top.fail("model", message);
 }
 
@@ -262,7 +266,7 @@ Config build_config(const YamlDoc& doc) {
   c.mesh = read_mesh(top);
   c.sharding_rules = read_sharding_rules(top, c.mesh);
   c.model = read_model(top);
-  c.data = read_data(top);
+  c.data = read_data(top, c.model);
   c.train = read_train(top);
   c.checkpoint = read_checkpoint(top);
   c.output = read_output(top);
@@ -329,6 +333,7 @@ std::string to_yaml(const Config& c) {
   field("train", c.data.train);
   field("val", c.data.val);
   field("batch_size", c.data.batch_size);
+  field("window_stride", c.data.window_stride);
   out << YAML::EndMap;
 
   section("train");

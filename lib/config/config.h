@@ -32,6 +32,7 @@ struct DataConfig {
   std::string train;         // token file, directory or glob of shards
   std::string val;
   int64_t batch_size = 12;   // global sequences per step, split over data-parallel ranks
+  int64_t window_stride = 0; // tokens between training windows' starts; 0: block_size (no overlap)
 };
 
 struct TrainConfig {

@@ -79,9 +79,9 @@ LoaderState advance(const LoaderState& s, int64_t rows, int64_t num_windows) {
 
 DataLoader::DataLoader(std::shared_ptr<const TokenDataset> data, int64_t global_batch,
                        int64_t block_size, int64_t seed, int64_t dp_index, int64_t dp_size,
-                       int prefetch)
+                       int prefetch, int64_t window_stride)
     : data_(std::move(data)),
-      windows_(non_null(data_), block_size),
+      windows_(non_null(data_), block_size, window_stride),
       global_batch_(global_batch),
       dp_index_(dp_index),
       dp_size_(dp_size),
@@ -117,7 +117,7 @@ Batch DataLoader::next() {
 void DataLoader::restore(const LoaderState& s) {
   SPMD_CHECK(s.epoch >= 0 && s.position >= 0 && s.position < windows_.size(),
              "{}: loader state (epoch {}, position {}) does not fit this dataset's {} windows of "
-             "{} tokens: did the data or block_size change since the checkpoint?",
+             "{} tokens: did the data, block_size or window_stride change since the checkpoint?",
              data_->spec(), s.epoch, s.position, windows_.size(), windows_.block_size() + 1);
   prefetcher_.reset();  // joins the thread before the producer's state changes under it
   state_ = s;

@@ -46,8 +46,9 @@ class DataLoader {
  public:
   // Throws UsageError for bad sizes (dp_size must divide global_batch) or a file shorter than one
   // window. prefetch = queue depth of the background thread; 0 = produce in next() itself.
+  // window_stride: tokens between window starts (0: block_size; see windows.h).
   DataLoader(std::shared_ptr<const TokenDataset> data, int64_t global_batch, int64_t block_size,
-             int64_t seed, int64_t dp_index, int64_t dp_size, int prefetch = 2);
+             int64_t seed, int64_t dp_index, int64_t dp_size, int prefetch = 2, int64_t window_stride = 0);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;

@@ -7,9 +7,10 @@
 
 namespace spmd {
 
-WindowTable::WindowTable(const TokenDataset& data, int64_t block_size)
-    : data_(&data), block_size_(block_size) {
+WindowTable::WindowTable(const TokenDataset& data, int64_t block_size, int64_t stride)
+    : data_(&data), block_size_(block_size), stride_(stride == 0 ? block_size : stride) {
   SPMD_CHECK(block_size >= 1, "block_size must be positive, got {}", block_size);
+  SPMD_CHECK(stride_ >= 1 && stride_ <= block_size, "window stride {} not in [1, block_size = {}]", stride_, block_size);
   SPMD_CHECK(!data.files().empty(), "{}: dataset holds no files", data.spec());
   first_window_.push_back(0);
   for (const auto& file : data.files()) {
@@ -17,8 +18,8 @@ WindowTable::WindowTable(const TokenDataset& data, int64_t block_size)
     SPMD_CHECK(file.num_tokens() > block_size,
                "{}: {} tokens is shorter than one sequence (block_size + 1 = {} tokens)",
                file.path(), file.num_tokens(), static_cast<uint64_t>(block_size) + 1);
-    // Starts 0, T, 2T, ... while start + T + 1 <= n.
-    first_window_.push_back(first_window_.back() + (file.num_tokens() - 1) / block_size);
+    // Starts 0, S, 2S, ... while start + T + 1 <= n.
+    first_window_.push_back(first_window_.back() + (file.num_tokens() - 1 - block_size) / stride_ + 1);
   }
 }
 
@@ -27,7 +28,7 @@ void WindowTable::copy(int64_t w, int64_t* inputs, int64_t* targets) const {
   // The file whose window range holds w: the last first_window_ <= w.
   auto it = std::upper_bound(first_window_.begin(), first_window_.end(), w);
   size_t f = static_cast<size_t>(it - first_window_.begin()) - 1;
-  const uint16_t* src = data_->files()[f].tokens() + (w - first_window_[f]) * block_size_;
+  const uint16_t* src = data_->files()[f].tokens() + (w - first_window_[f]) * stride_;
   const int64_t T = block_size_;
   for (int64_t t = 0; t < T; ++t) inputs[t] = src[t];
   for (int64_t t = 0; t < T; ++t) targets[t] = src[t + 1];

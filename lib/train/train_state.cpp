@@ -44,7 +44,8 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   s.train_data = TokenDataset::open(config.data.train, config.model.vocab_size);
   if (config.train.eval_every > 0) s.val_data = TokenDataset::open(config.data.val, config.model.vocab_size);
   s.loader = std::make_unique<DataLoader>(s.train_data, config.data.batch_size, config.model.block_size,
-                                          config.train.seed, dp_index, dp_size);
+                                          config.train.seed, dp_index, dp_size, /*prefetch=*/2,
+                                          config.data.window_stride);
   s.model = std::make_unique<ShardedModel>(std::move(layout), *s.comm, static_cast<uint64_t>(config.train.seed));
   s.gpt = std::make_unique<Gpt2>(config.model);
   std::vector<bool> decay;

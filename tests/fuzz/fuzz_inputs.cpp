@@ -168,7 +168,7 @@ const std::vector<std::string> kSpecialChars = {":", "[", "]", "{", "}", "-", "#
 // Every key of the schema (short names) and some near misses.
 const std::vector<std::string> kKeyNames = {
     "mesh", "shape", "axes", "sharding_rules", "model", "vocab_size", "block_size", "n_layer",
-    "n_head", "n_embd", "dropout", "bias", "data", "train", "val", "batch_size", "steps",
+    "n_head", "n_embd", "dropout", "bias", "data", "train", "val", "batch_size", "window_stride", "steps",
     "decay_steps", "seed", "lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2",
     "grad_clip", "eval_every", "eval_batches", "log_every", "skip_nonfinite", "checkpoint", "dir",
     "every", "keep", "output", "runtime", "backend", "device", "threads_per_rank", "timeout_s"};
@@ -176,7 +176,7 @@ const std::vector<std::string> kKeyNames = {
 const std::vector<std::string> kOverrideKeys = {
     "mesh.shape", "mesh.axes", "sharding_rules", "model.vocab_size", "model.block_size",
     "model.n_layer", "model.n_head", "model.n_embd", "model.dropout", "model.bias", "data.train",
-    "data.val", "data.batch_size", "train.steps", "train.decay_steps", "train.seed", "train.lr",
+    "data.val", "data.batch_size", "data.window_stride", "train.steps", "train.decay_steps", "train.seed", "train.lr",
     "train.min_lr", "train.warmup_steps", "train.weight_decay", "train.beta1", "train.beta2",
     "train.grad_clip", "train.eval_every", "train.eval_batches", "train.log_every",
     "train.skip_nonfinite", "checkpoint.dir", "checkpoint.every", "checkpoint.keep", "output.dir",

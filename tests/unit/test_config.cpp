@@ -245,6 +245,8 @@ TEST_CASE("config: value range errors") {
       {"model", "dropout: 1.0", "model.dropout: expected a number in [0, 1), got \"1.0\""},
       {"model", "dropout: -0.1", "model.dropout: expected a number in [0, 1)"},
       {"data", "batch_size: 0", "data.batch_size: expected a positive integer"},
+      {"data", "window_stride: -1", "data.window_stride: expected a non-negative integer"},
+      {"data", "window_stride: 65", "data.window_stride: 65 is above model.block_size = 64"},
       {"train", "steps: 0", "train.steps: expected a positive integer"},
       {"train", "eval_batches: 0", "train.eval_batches: expected a positive integer"},
       {"train", "log_every: 0", "train.log_every: expected a positive integer"},

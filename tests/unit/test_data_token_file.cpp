@@ -127,6 +127,17 @@ TEST_CASE("data: a directory or a glob of shards is one dataset, in sorted order
     CHECK(data->num_tokens() == 90);
     // Windows never cross a file: (40-1)/8 + (50-1)/8 = 4 + 6.
     CHECK(spmd::WindowTable(*data, 8).size() == 10);
+    // Every 3rd offset: starts 0..31 in the first file (start + 9 <= 40), 0..41 in the second.
+    spmd::WindowTable strided(*data, 8, 3);
+    CHECK(strided.size() == (31 / 3 + 1) + (41 / 3 + 1));
+    std::vector<int64_t> inputs(8), targets(8);
+    strided.copy(2, inputs.data(), targets.data());  // starts at token 6 of shard_00
+    CHECK(inputs[0] == data->files()[0].tokens()[6]);
+    CHECK(targets[7] == data->files()[0].tokens()[14]);
+    strided.copy(31 / 3 + 1, inputs.data(), targets.data());  // the second file's first window
+    CHECK(inputs[0] == data->files()[1].tokens()[0]);
+    CHECK(spmd::WindowTable(*data, 8, 1).size() == 32 + 42);
+    CHECK(usage_error_of([&] { spmd::WindowTable(*data, 8, 9); }).find("stride 9") != std::string::npos);
   }
   // A prepared dataset's directory would mix train.bin and val.bin.
   spmd::test::write_file(dir.file("meta.json"), "{}");
