@@ -161,6 +161,10 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
 
   const double rss_rank0 = scalar_across(world, leader ? max_rss_mib() : 0.0, false);
   const double rss_max = scalar_across(world, max_rss_mib(), true);
+  const auto alloc = spmd::caching_cpu_allocator_stats();
+  const double tensor_peak_mib = scalar_across(world, static_cast<double>(alloc.peak_live_bytes) / (1 << 20), true);
+  const int64_t buckets = state.grad_sync->num_buckets();
+  const int64_t buckets_early = state.grad_sync->buckets_started_during_backward();
   const double slowest_median_ms = scalar_across(world, median_ms, true);
   // CPU time over wall time per thread: 1.0 = this rank had its cores to itself (or spun on them).
   const double cpu_share = median(cpu_ms) / median_ms / threads;
@@ -197,7 +201,12 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
              "best of 5 before and after; {:.0f} model FLOPs/token = 6*{} + 12*{}*{}*{})\n",
              100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, flops_per_token, n_params,
              m.n_layer, m.block_size, m.n_embd);
-  fmt::print("  peak memory        rank 0 {:.1f} MiB | max over ranks {:.1f} MiB (ru_maxrss)\n", rss_rank0, rss_max);
+  fmt::print("  peak memory        rank 0 {:.1f} MiB | max over ranks {:.1f} MiB (ru_maxrss)", rss_rank0, rss_max);
+  if (alloc.installed) fmt::print("; tensors {:.1f} MiB (max over ranks)", tensor_peak_mib);
+  fmt::print("\n");
+  if (buckets > 0)
+    fmt::print("  gradient sync      {} bucket(s), {} all-reduced while backward ran (last step)\n", buckets,
+               buckets_early);
   fmt::print("  loss               {:.4f} -> {:.4f} over the timed steps\n", losses.front(), losses.back());
 
   if (!opt.json_path.empty()) {
@@ -239,6 +248,9 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["matmul_peak_gflops"] = peak_gflops;
     j["matmul_peak_size"] = opt.peak_size;
     j["mfu"] = mfu;
+    j["peak_tensor_mib_max_over_ranks"] = alloc.installed ? nlohmann::json(tensor_peak_mib) : nlohmann::json();
+    j["gradient_buckets"] = buckets;
+    j["gradient_buckets_started_during_backward"] = buckets_early;
     j["max_rss_mib_rank0"] = rss_rank0;
     j["max_rss_mib_max"] = rss_max;
     j["loadavg_1m"] = load[0];

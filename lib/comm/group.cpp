@@ -44,6 +44,28 @@ void Group::all_reduce_sum(at::Tensor& tensor) const {
   wait("all-reduce", backend_->allreduce(tensors, c10d::AllreduceOptions{}));
 }
 
+PendingCollective Group::all_reduce_sum_async(at::Tensor& tensor) const {
+  PendingCollective pending;
+  if (size_ == 1) return pending;
+  std::vector<at::Tensor> tensors{tensor};
+  pending.group_ = this;
+  pending.what_ = "all-reduce";
+  pending.work_ = backend_->allreduce(tensors, c10d::AllreduceOptions{});
+  return pending;
+}
+
+PendingCollective::PendingCollective() = default;
+PendingCollective::~PendingCollective() = default;
+PendingCollective::PendingCollective(PendingCollective&&) noexcept = default;
+PendingCollective& PendingCollective::operator=(PendingCollective&&) noexcept = default;
+
+void PendingCollective::wait() {
+  if (!work_) return;
+  auto work = std::move(work_);
+  work_ = {};
+  group_->wait(what_, std::move(work));
+}
+
 void Group::all_reduce_max(at::Tensor& tensor) const {
   if (size_ == 1) return;
   std::vector<at::Tensor> tensors{tensor};

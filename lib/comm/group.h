@@ -17,6 +17,22 @@ namespace spmd {
 // Wall time this process has spent inside collectives (all groups), for step-time breakdowns.
 int64_t collective_time_ns();
 
+// A collective started by Group::*_async; wait() finishes it (errors as the blocking calls).
+class PendingCollective {
+ public:
+  PendingCollective();  // nothing pending
+  ~PendingCollective();  // out of line: c10d::Work is incomplete here
+  PendingCollective(PendingCollective&&) noexcept;
+  PendingCollective& operator=(PendingCollective&&) noexcept;
+  void wait();
+
+ private:
+  friend class Group;
+  const class Group* group_ = nullptr;
+  const char* what_ = "";
+  c10::intrusive_ptr<c10d::Work> work_;
+};
+
 class Group {
  public:
   Group() = default;
@@ -32,6 +48,8 @@ class Group {
 
   void all_reduce_sum(at::Tensor& tensor) const;  // in place
   void all_reduce_max(at::Tensor& tensor) const;  // in place
+  // Starts an in-place sum; `tensor` must be left alone until the returned wait().
+  PendingCollective all_reduce_sum_async(at::Tensor& tensor) const;
   // Concatenation of every member's `tensor` along `dim`, in member order.
   at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
   // Sum over members, then this member's chunk along `dim`.
@@ -40,6 +58,7 @@ class Group {
   void barrier() const;
 
  private:
+  friend class PendingCollective;
   void wait(const char* what, c10::intrusive_ptr<c10d::Work> work) const;
 
   c10::intrusive_ptr<c10d::ProcessGroupGloo> backend_;

@@ -215,7 +215,7 @@ OutputConfig read_output(const MapReader& top) {
 
 RuntimeConfig read_runtime(const MapReader& top) {
   RuntimeConfig rt;
-  MapReader r = top.section("runtime", {"backend", "device", "threads_per_rank", "timeout_s"});
+  MapReader r = top.section("runtime", {"backend", "device", "threads_per_rank", "timeout_s", "grad_bucket_mb"});
   read_choice(r, "backend", rt.backend, {"gloo", "nccl", "auto"});
   read_choice(r, "device", rt.device, {"cpu", "cuda", "auto"});
   if (r.has("threads_per_rank")) {
@@ -227,6 +227,8 @@ RuntimeConfig read_runtime(const MapReader& top) {
   }
   r.read("timeout_s", rt.timeout_s);
   r.check("timeout_s", rt.timeout_s > 0, "expected a positive number of seconds");
+  read_non_negative(r, "grad_bucket_mb", rt.grad_bucket_mb);
+  r.check("grad_bucket_mb", rt.grad_bucket_mb <= 1048576, "expected at most 1048576 (1 TiB)");
   return rt;
 }
 
@@ -372,6 +374,7 @@ std::string to_yaml(const Config& c) {
     field("threads_per_rank", c.runtime.threads_per_rank);
   }
   number("timeout_s", c.runtime.timeout_s);
+  number("grad_bucket_mb", c.runtime.grad_bucket_mb);
   out << YAML::EndMap;
 
   out << YAML::EndMap;

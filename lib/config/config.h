@@ -67,6 +67,7 @@ struct RuntimeConfig {
   std::string device = "cpu";    // cpu | cuda | auto
   int64_t threads_per_rank = 0;  // 0 = auto: cores / local ranks
   double timeout_s = 300;        // collective and rendezvous timeout
+  double grad_bucket_mb = 25;    // data-parallel gradient bucket; 0: one all-reduce after backward
 };
 
 struct Config {

@@ -1,11 +1,10 @@
-// Data-parallel gradient averaging and global-norm computation.
+// Bucketed data-parallel gradient averaging and the global-norm computation.
 #include "parallel/grad_sync.h"
 
 #include <algorithm>
 #include <map>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
+#include "util/error.h"
 
 namespace spmd {
 
@@ -19,31 +18,99 @@ std::vector<std::string> replicated_batch_axes(const ModelLayout& layout, const 
 }
 }  // namespace
 
-void sync_gradients(ShardedModel& model) {
+GradientSync::GradientSync(ShardedModel& model, int64_t bucket_bytes)
+    : model_(model), bucket_of_(model.params().size(), -1), arrived_(model.params().size(), false) {
   const auto& layout = model.layout();
   auto& params = model.params();
-  // One flat buffer per group: one all-reduce per group instead of one per tensor.
-  std::map<std::vector<std::string>, std::vector<size_t>> buckets;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!params[i].grad().defined()) params[i].mutable_grad() = at::zeros_like(params[i]);
-    buckets[replicated_batch_axes(layout, layout.params[i])].push_back(i);
-  }
-  const double scale = 1.0 / static_cast<double>(layout.dp_size());
-  for (auto& [axes, members] : buckets) {
+  std::map<std::vector<std::string>, int> open_bucket;  // group axes -> the bucket being filled
+  std::vector<int64_t> numel;                           // per bucket, so far
+  for (size_t k = params.size(); k-- > 0;) {
+    const auto axes = replicated_batch_axes(layout, layout.params[k]);
     const Group& group = model.comm().along(axes);
-    if (group.size() > 1) {
-      std::vector<at::Tensor> flat;
-      for (size_t i : members) flat.push_back(params[i].grad().reshape({-1}));
-      at::Tensor buffer = at::cat(flat);
-      group.all_reduce_sum(buffer);
-      int64_t at_offset = 0;
-      for (size_t i : members) {
-        at::Tensor g = params[i].mutable_grad();
-        g.copy_(buffer.narrow(0, at_offset, g.numel()).view_as(g));
-        at_offset += g.numel();
-      }
+    if (group.size() == 1) continue;
+    auto it = open_bucket.find(axes);
+    const int64_t bytes_per_element = static_cast<int64_t>(params[k].element_size());
+    if (it == open_bucket.end() ||
+        (bucket_bytes > 0 && (numel[it->second] + params[k].numel()) * bytes_per_element > bucket_bytes)) {
+      buckets_.emplace_back();
+      buckets_.back().group = &group;
+      numel.push_back(0);
+      open_bucket[axes] = static_cast<int>(buckets_.size()) - 1;
     }
-    for (size_t i : members) params[i].mutable_grad().mul_(scale);
+    const int index = open_bucket[axes];
+    Bucket& b = buckets_[static_cast<size_t>(index)];
+    b.offsets.push_back(numel[index]);
+    b.params.push_back(k);
+    numel[index] += params[k].numel();
+    bucket_of_[k] = index;
+  }
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    buckets_[i].buffer = at::empty({numel[i]}, params[static_cast<size_t>(buckets_[i].params[0])].options());
+  for (size_t k = 0; k < params.size(); ++k) {
+    hook_ids_.push_back(params[k].register_hook([this, k](const at::Tensor& grad) {
+      on_gradient(k, grad);
+      return at::Tensor();  // the gradient itself is unchanged
+    }));
+  }
+}
+
+GradientSync::~GradientSync() {
+  for (size_t k = 0; k < hook_ids_.size(); ++k) model_.params()[k].remove_hook(hook_ids_[k]);
+}
+
+void GradientSync::begin() {
+  for (auto& p : model_.params()) p.mutable_grad() = at::Tensor();
+  std::fill(arrived_.begin(), arrived_.end(), false);
+  started_early_ = 0;
+  for (auto& b : buckets_) {
+    b.arrived = 0;
+    b.started = false;
+  }
+  armed_ = true;
+}
+
+void GradientSync::on_gradient(size_t k, const at::Tensor& grad) {
+  if (!armed_ || bucket_of_[k] < 0) return;
+  SPMD_ASSERT(!arrived_[k], "parameter {} got two gradients in one backward", k);
+  arrived_[k] = true;
+  Bucket& b = buckets_[static_cast<size_t>(bucket_of_[k])];
+  const size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
+  b.buffer.narrow(0, b.offsets[slot], grad.numel()).view_as(grad).copy_(grad);
+  if (++b.arrived == b.params.size()) {
+    start(b);
+    ++started_early_;
+  }
+}
+
+void GradientSync::start(Bucket& b) {
+  b.started = true;
+  b.pending = b.group->all_reduce_sum_async(b.buffer);
+}
+
+void GradientSync::finish() {
+  armed_ = false;
+  auto& params = model_.params();
+  // Buckets whose every gradient did not arrive (a parameter unused this step): zeros for the
+  // missing ones. The same buckets on every rank, since every rank ran the same graph.
+  for (auto& b : buckets_) {
+    if (b.started) continue;
+    for (size_t j = 0; j < b.params.size(); ++j)
+      if (!arrived_[b.params[j]]) b.buffer.narrow(0, b.offsets[j], params[b.params[j]].numel()).zero_();
+    start(b);
+  }
+  const double scale = 1.0 / static_cast<double>(model_.layout().dp_size());
+  for (auto& b : buckets_) {
+    b.pending.wait();
+    b.buffer.mul_(scale);
+    for (size_t j = 0; j < b.params.size(); ++j) {
+      at::Tensor& p = params[b.params[j]];
+      p.mutable_grad() = b.buffer.narrow(0, b.offsets[j], p.numel()).view_as(p);
+    }
+  }
+  for (size_t k = 0; k < params.size(); ++k) {
+    if (bucket_of_[k] >= 0) continue;
+    if (!params[k].grad().defined()) params[k].mutable_grad() = at::zeros_like(params[k]);
+    else if (scale != 1.0) params[k].mutable_grad().mul_(scale);
   }
 }
 

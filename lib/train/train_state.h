@@ -10,6 +10,7 @@
 #include "data/token_file.h"
 #include "model/gpt2.h"
 #include "optim/adamw.h"
+#include "parallel/grad_sync.h"
 #include "parallel/sharded_model.h"
 
 namespace spmd {
@@ -18,6 +19,7 @@ struct TrainState {
   Config config;
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<ShardedModel> model;
+  std::unique_ptr<GradientSync> grad_sync;  // after model: its hooks go before the parameters
   std::unique_ptr<Gpt2> gpt;
   std::unique_ptr<AdamW> optimizer;
   std::shared_ptr<const TokenDataset> train_data, val_data;  // val_data null when eval is off

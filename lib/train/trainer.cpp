@@ -78,10 +78,10 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   const int64_t tokens_per_step = config.data.batch_size * config.model.block_size;
   if (leader)
     fmt::print("spmd-train: mesh {} | {} ranks | data-parallel {} | {} params | params+grads+AdamW per rank: "
-               "state_bytes_per_rank={}\n",
+               "state_bytes_per_rank={} | gradient_buckets={}\n",
                state.model->layout().mesh.describe(), state.model->layout().mesh.size(), state.dp_size(),
                gpt2_num_params(config.model),
-               state.model->local_param_bytes() * 2 + state.optimizer->state_bytes());
+               state.model->local_param_bytes() * 2 + state.optimizer->state_bytes(), state.grad_sync->num_buckets());
 
   // Every rank must agree on stopping (a signal may reach them at different steps): the max of
   // their requests is all-reduced after each step.

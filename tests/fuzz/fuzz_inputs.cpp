@@ -171,7 +171,7 @@ const std::vector<std::string> kKeyNames = {
     "n_head", "n_embd", "dropout", "bias", "data", "train", "val", "batch_size", "window_stride", "steps",
     "decay_steps", "seed", "lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2",
     "grad_clip", "eval_every", "eval_batches", "log_every", "skip_nonfinite", "checkpoint", "dir",
-    "every", "keep", "output", "runtime", "backend", "device", "threads_per_rank", "timeout_s"};
+    "every", "keep", "output", "runtime", "backend", "device", "threads_per_rank", "timeout_s", "grad_bucket_mb"};
 
 const std::vector<std::string> kOverrideKeys = {
     "mesh.shape", "mesh.axes", "sharding_rules", "model.vocab_size", "model.block_size",
@@ -180,7 +180,7 @@ const std::vector<std::string> kOverrideKeys = {
     "train.min_lr", "train.warmup_steps", "train.weight_decay", "train.beta1", "train.beta2",
     "train.grad_clip", "train.eval_every", "train.eval_batches", "train.log_every",
     "train.skip_nonfinite", "checkpoint.dir", "checkpoint.every", "checkpoint.keep", "output.dir",
-    "runtime.backend", "runtime.device", "runtime.threads_per_rank", "runtime.timeout_s",
+    "runtime.backend", "runtime.device", "runtime.threads_per_rank", "runtime.timeout_s", "runtime.grad_bucket_mb",
     // not in the schema, or not a valid dotted key
     "mesh", "model", "train", "bogus", "model.bogus", "model.n_layers", "model.n_layer.x",
     "sharding_rules.batch", "a..b", "", " model . n_layer ", "mesh.shape.0", "x.y.z.w",

@@ -43,6 +43,25 @@ TEST_CASE("training: every mesh matches the single-process loss curve") {
   }
 }
 
+TEST_CASE("training: gradient buckets all-reduced during backward give the same curve") {
+  TinyRun run;
+  Curve reference = train(run, run.dir.file("single"), {});
+  auto args = mesh_args(test_mesh("hybrid-4x2"));
+  for (const char* bucket_mb : {"0", "0.004"}) {  // one bucket after backward; ~1K floats each
+    CAPTURE(bucket_mb);
+    auto with_bucket = args;
+    with_bucket.insert(with_bucket.end(), {"--set", std::string("runtime.grad_bucket_mb=") + bucket_mb});
+    auto r = run_train(run, run.dir.file(std::string("bucket-") + bucket_mb), with_bucket);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    auto at = r.output.find("gradient_buckets=");
+    REQUIRE(at != std::string::npos);
+    const int buckets = std::stoi(r.output.substr(at + 17));
+    if (std::string(bucket_mb) == "0") CHECK(buckets == 1);
+    else CHECK(buckets > 5);
+    check_same_curve(read_metrics(run.dir.file(std::string("bucket-") + bucket_mb) + "/metrics.jsonl"), reference, 2e-4);
+  }
+}
+
 TEST_CASE("training: initialized global parameters are bit-identical on every mesh") {
   TinyRun run;
   auto dump = [&](const std::string& name, std::vector<std::string> args) {

@@ -262,6 +262,7 @@ TEST_CASE("config: value range errors") {
       {"runtime", "backend: mpi", "runtime.backend: expected one of gloo, nccl, auto, got \"mpi\""},
       {"runtime", "device: tpu", "runtime.device: expected one of cpu, cuda, auto, got \"tpu\""},
       {"runtime", "timeout_s: 0", "runtime.timeout_s: expected a positive number"},
+      {"runtime", "grad_bucket_mb: -1", "runtime.grad_bucket_mb: expected a non-negative number"},
       {"runtime", "threads_per_rank: -2", "runtime.threads_per_rank: expected 'auto' or a non-negative"},
       {"runtime", "threads_per_rank: autoo", "runtime.threads_per_rank: expected 'auto'"},
   };
