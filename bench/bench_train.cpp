@@ -14,12 +14,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -45,6 +47,7 @@ struct BenchOptions {
   int peak_size = 2048;
   bool default_allocator = false;
   std::string json_path;
+  std::string trace_path;
 };
 
 void setup_bench(CLI::App& app, BenchOptions& opt) {
@@ -57,6 +60,9 @@ void setup_bench(CLI::App& app, BenchOptions& opt) {
   app.add_option("--peak-size", opt.peak_size, "n of the n^3 fp32 matmul that measures the peak")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", opt.json_path, "write the results as JSON here (rank 0)");
+  app.add_option("--trace", opt.trace_path,
+                 "after the timed steps, profile 3 more with libtorch's profiler into this chrome://tracing "
+                 "file (rank 0; per-op times)");
   app.add_flag("--default-allocator", opt.default_allocator,
                "keep libtorch's CPU allocator (glibc maps and unmaps every block over 32 MiB each step) instead "
                "of install_caching_cpu_allocator()");
@@ -141,6 +147,12 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
       losses.push_back(r.loss);
       cpu_ms.push_back(process_cpu_ms() - cpu_start);
     }
+  }
+  if (!opt.trace_path.empty()) {
+    // Every rank steps (the collectives need them all); rank 0 records.
+    std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+    if (leader) profile = std::make_unique<torch::autograd::profiler::RecordProfile>(opt.trace_path);
+    for (int k = 0; k < 3; ++k) spmd::train_step(state);
   }
   world.barrier();
   peak_gflops_rank = std::max(peak_gflops_rank, measure_matmul_gflops(opt.peak_size));

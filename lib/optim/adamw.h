@@ -14,8 +14,9 @@ class AdamW {
   // `decay[i]` says whether parameter i gets weight decay (matrices only, as nanoGPT).
   AdamW(std::vector<at::Tensor> params, std::vector<bool> decay, const TrainConfig& config);
 
-  // One update with learning rate `lr`; gradients already synchronized and clipped.
-  void step(double lr);
+  // One update with learning rate `lr`; gradients already synchronized. Each gradient is used
+  // multiplied by `grad_scale` (the clipping factor; the gradients themselves are not changed).
+  void step(double lr, double grad_scale = 1.0);
 
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t steps) { steps_ = steps; }

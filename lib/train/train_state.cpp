@@ -94,11 +94,8 @@ StepResult train_step(TrainState& s, bool inject_nan) {
                                      std::isfinite(result.loss) ? result.grad_norm : result.loss));
     result.skipped = true;
   } else {
-    if (tc.grad_clip > 0 && result.grad_norm > tc.grad_clip) {
-      at::NoGradGuard no_grad;
-      for (auto& p : model.params()) p.mutable_grad().mul_(tc.grad_clip / (result.grad_norm + 1e-6));
-    }
-    s.optimizer->step(result.lr);
+    const bool clip = tc.grad_clip > 0 && result.grad_norm > tc.grad_clip;
+    s.optimizer->step(result.lr, clip ? tc.grad_clip / (result.grad_norm + 1e-6) : 1.0);
   }
   result.timings.optimizer_ms = ms_since(phase);
   result.timings.collective_ms = static_cast<double>(collective_time_ns() - collective_start) / 1e6;

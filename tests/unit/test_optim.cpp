@@ -44,6 +44,27 @@ TEST_CASE("optim: AdamW matches torch::optim::AdamW step for step (decay on matr
   CHECK_FALSE(at::allclose(w, w0));
 }
 
+TEST_CASE("optim: the one-pass update on a large tensor, with a clipping factor, matches torch::optim::AdamW") {
+  TrainConfig config;
+  config.beta2 = 0.99;
+  config.weight_decay = 0.1;
+  at::manual_seed(1);
+  at::Tensor w0 = at::randn({300, 200});  // several parallel chunks
+  at::Tensor w = w0.clone().set_requires_grad(true), tw = w0.clone().set_requires_grad(true);
+  AdamW ours({w}, {true}, config);
+  torch::optim::AdamW reference({tw}, torch::optim::AdamWOptions(3e-3).betas({0.9, 0.99}).weight_decay(0.1));
+  for (int step = 0; step < 4; ++step) {
+    at::Tensor g = at::randn({300, 200});
+    const double scale = 0.25 * (step + 1);
+    w.mutable_grad() = g.clone();
+    tw.mutable_grad() = g * scale;  // the reference gets the clipped gradient itself
+    ours.step(3e-3, scale);
+    reference.step();
+    CHECK(at::allclose(w, tw, 1e-5, 1e-6));
+    CHECK(at::equal(w.grad(), g));  // ours leaves the gradient as it was
+  }
+}
+
 TEST_CASE("optim: warmup, cosine decay to min_lr, then min_lr") {
   TrainConfig c;
   c.lr = 1e-3;
