@@ -6,10 +6,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
-// sqrtf without errno, so the update loop vectorizes.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-math-errno")
-#endif
+#include "model/vector_math.h"
+
 
 namespace spmd {
 
@@ -21,17 +19,20 @@ struct UpdateScalars {
 
 // The whole update in one pass over a float32 CPU tensor (p, g, m, v read once, p, m, v written
 // once), where the op-by-op form below makes about eight passes. Same operations, same order.
+SPMD_VECTOR_CLONES
+void update_range(float* p, const float* g, float* m, float* v, int64_t begin, int64_t end, const UpdateScalars& s) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float gi = g[i] * s.grad_scale;
+    const float mi = m[i] * s.beta1 + gi * s.one_minus_beta1;
+    const float vi = v[i] * s.beta2 + gi * gi * s.one_minus_beta2;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * s.decay_factor + s.step_size * (mi / (std::sqrt(vi / s.bias2) + s.eps));
+  }
+}
+
 void fused_update(float* p, const float* g, float* m, float* v, int64_t n, const UpdateScalars& s) {
-  at::parallel_for(0, n, 16384, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float gi = g[i] * s.grad_scale;
-      const float mi = m[i] * s.beta1 + gi * s.one_minus_beta1;
-      const float vi = v[i] * s.beta2 + gi * gi * s.one_minus_beta2;
-      m[i] = mi;
-      v[i] = vi;
-      p[i] = p[i] * s.decay_factor + s.step_size * (mi / (std::sqrt(vi / s.bias2) + s.eps));
-    }
-  });
+  at::parallel_for(0, n, 16384, [&](int64_t begin, int64_t end) { update_range(p, g, m, v, begin, end, s); });
 }
 
 bool fusable(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous(); }
