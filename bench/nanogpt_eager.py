@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """nanoGPT's model and training step in eager PyTorch, for a same-machine baseline of bench_train.
 
-A faithful copy of karpathy/nanoGPT model.py + train.py's inner loop (as of 2023): pre-LN blocks,
-the "slow" attention path (PyTorch < 2.0 has no scaled_dot_product_attention, so nanoGPT masks a
-materialized (T, T) score matrix), exact-erf nn.GELU, tied LM head, AdamW over decay/no-decay groups,
-grad clipping 1.0, zero_grad(set_to_none=True). Batches are drawn at random from the same uint16
-train.bin that bench_train reads. Optional: `python3 -c 'import torch'` must work (Debian:
+The same computation as nanoGPT's training loop (as of 2023), written here with
+torch.nn.functional: pre-LN blocks, the "slow" attention path (PyTorch < 2.0 has no
+scaled_dot_product_attention, so the (T, T) scores are materialized and masked), exact-erf GELU,
+tied LM head, torch.optim.AdamW over decay (matrices) / no-decay groups, grad clipping 1.0,
+zero_grad(set_to_none=True). Batches are drawn at random from the same uint16 train.bin that
+bench_train reads. Optional: `python3 -c 'import torch'` must work (Debian:
 apt-get install python3-torch); not needed by the project itself.
 
     python3 bench/nanogpt_eager.py --preset baby --threads 2 --steps 20
@@ -33,104 +34,57 @@ PRESETS = {
 }
 
 
-class LayerNorm(nn.Module):
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+class EagerGPT(nn.Module):
+    """GPT-2 as nanoGPT trains it, written out with torch.nn.functional: pre-LN blocks, attention
+    over a materialized (T, T) score matrix masked with -inf above the diagonal (PyTorch 1.13 has no
+    fused attention), exact-erf GELU, no biases, the LM head tied to the token embedding. Init:
+    normal(0, 0.02), residual output projections 0.02 / sqrt(2 n_layer), LayerNorm scales 1."""
 
-    def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c_attn = nn.Linear(c["n_embd"], 3 * c["n_embd"], bias=c["bias"])
-        self.c_proj = nn.Linear(c["n_embd"], c["n_embd"], bias=c["bias"])
-        self.attn_dropout = nn.Dropout(c["dropout"])
-        self.resid_dropout = nn.Dropout(c["dropout"])
-        self.n_head, self.n_embd = c["n_head"], c["n_embd"]
-        T = c["block_size"]
-        self.register_buffer("bias", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        att = self.attn_dropout(att)
-        y = att @ v
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_dropout(self.c_proj(y))
-
-
-class MLP(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c_fc = nn.Linear(c["n_embd"], 4 * c["n_embd"], bias=c["bias"])
-        self.gelu = nn.GELU()
-        self.c_proj = nn.Linear(4 * c["n_embd"], c["n_embd"], bias=c["bias"])
-        self.dropout = nn.Dropout(c["dropout"])
-
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
-
-
-class Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.ln_1 = LayerNorm(c["n_embd"], c["bias"])
-        self.attn = CausalSelfAttention(c)
-        self.ln_2 = LayerNorm(c["n_embd"], c["bias"])
-        self.mlp = MLP(c)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.c = c
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(c["vocab_size"], c["n_embd"]),
-            wpe=nn.Embedding(c["block_size"], c["n_embd"]),
-            drop=nn.Dropout(c["dropout"]),
-            h=nn.ModuleList([Block(c) for _ in range(c["n_layer"])]),
-            ln_f=LayerNorm(c["n_embd"], c["bias"]),
-        ))
-        self.lm_head = nn.Linear(c["n_embd"], c["vocab_size"], bias=False)
-        self.transformer.wte.weight = self.lm_head.weight
-        self.apply(self._init_weights)
-        for pn, p in self.named_parameters():
-            if pn.endswith("c_proj.weight"):
-                torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * c["n_layer"]))
+        C, L = c["n_embd"], c["n_layer"]
+        normal = lambda *shape, std=0.02: nn.Parameter(torch.randn(*shape) * std)
+        self.wte = normal(c["vocab_size"], C)
+        self.wpe = normal(c["block_size"], C)
+        self.layers = nn.ModuleList()
+        for _ in range(L):
+            layer = nn.ParameterDict({
+                "ln1": nn.Parameter(torch.ones(C)),
+                "qkv": normal(3 * C, C),                                  # F.linear layout: (out, in)
+                "attn_out": normal(C, C, std=0.02 / math.sqrt(2 * L)),
+                "ln2": nn.Parameter(torch.ones(C)),
+                "fc": normal(4 * C, C),
+                "mlp_out": normal(C, 4 * C, std=0.02 / math.sqrt(2 * L)),
+            })
+            self.layers.append(layer)
+        self.ln_f = nn.Parameter(torch.ones(C))
+        T = c["block_size"]
+        self.register_buffer("future", torch.ones(T, T, dtype=torch.bool).triu(1))
 
-    def _init_weights(self, module):
-        if isinstance(module, nn.Linear):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                torch.nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    def num_params(self):  # without the position embedding, as nanoGPT reports it
+        return sum(p.numel() for p in self.parameters()) - self.wpe.numel()
 
-    def num_params(self):
-        return sum(p.numel() for p in self.parameters()) - self.transformer.wpe.weight.numel()
+    def attention(self, x, p):
+        B, T, C = x.shape
+        H = self.c["n_head"]
+        qkv = F.linear(x, p["qkv"]).view(B, T, 3, H, C // H).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, D)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(C // H)
+        probs = F.dropout(F.softmax(scores.masked_fill(self.future[:T, :T], float("-inf")), dim=-1),
+                          self.c["dropout"], self.training)
+        y = (probs @ v).transpose(1, 2).reshape(B, T, C)
+        return F.dropout(F.linear(y, p["attn_out"]), self.c["dropout"], self.training)
 
     def forward(self, idx, targets):
-        b, t = idx.size()
-        pos = torch.arange(0, t, dtype=torch.long)
-        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
-        for block in self.transformer.h:
-            x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        C = self.c["n_embd"]
+        x = F.dropout(F.embedding(idx, self.wte) + self.wpe[: idx.size(1)], self.c["dropout"], self.training)
+        for p in self.layers:
+            x = x + self.attention(F.layer_norm(x, (C,), p["ln1"], None, 1e-5), p)
+            h = F.gelu(F.linear(F.layer_norm(x, (C,), p["ln2"], None, 1e-5), p["fc"]))
+            x = x + F.dropout(F.linear(h, p["mlp_out"]), self.c["dropout"], self.training)
+        logits = F.linear(F.layer_norm(x, (C,), self.ln_f, None, 1e-5), self.wte)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
 def train(args, model, optimizer, get_batch, data, B, T):
@@ -203,7 +157,7 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(1337)
     c = dict(PRESETS[args.preset], vocab_size=65, bias=False)
-    model = GPT(c)
+    model = EagerGPT(c)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
