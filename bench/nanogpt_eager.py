@@ -121,6 +121,20 @@ def train(args, model, optimizer, get_batch, data, B, T):
         model.train()
         return sum(out) / len(out)
 
+    @torch.no_grad()
+    def val_loss_whole_split():  # every stride-T window of val.bin once, as spmd-train's eval_batches=145
+        model.eval()
+        starts = list(range(0, len(val) - T, T))
+        total, count = 0.0, 0
+        for k in range(0, len(starts) - B + 1, B):
+            rows = starts[k:k + B]
+            x = torch.stack([torch.from_numpy(val[i:i + T].astype(np.int64)) for i in rows])
+            y = torch.stack([torch.from_numpy(val[i + 1:i + 1 + T].astype(np.int64)) for i in rows])
+            total += model(x, y).item()
+            count += 1
+        model.train()
+        return total / count
+
     t0 = time.perf_counter()
     for it in range(args.train):
         for group in optimizer.param_groups:
@@ -135,7 +149,7 @@ def train(args, model, optimizer, get_batch, data, B, T):
             print(f"step {it + 1}: train loss {loss.item():.4f}, val (20 batches) {val_loss(20):.4f}", flush=True)
     print(f"nanogpt_eager: {args.train} steps in {time.perf_counter() - t0:.0f} s, feeding "
           f"{'stride-T windows' if args.windows else 'random offsets'}: val loss {val_loss(20):.4f} (20 batches), "
-          f"{val_loss(200):.4f} (200 batches)")
+          f"{val_loss(200):.4f} (200 batches), {val_loss_whole_split():.4f} (whole split, stride-T windows)")
 
 
 def main():
@@ -149,13 +163,14 @@ def main():
     ap.add_argument("--train", type=int, metavar="ITERS",
                     help="instead of timing, train ITERS steps with nanoGPT's schedule (warmup 100, cosine from "
                          "1e-3 to 1e-4 at ITERS) and report the val loss (eval_iters 20 and 200, random batches)")
+    ap.add_argument("--seed", type=int, default=1337, help="torch.manual_seed: init and batch order")
     ap.add_argument("--windows", action="store_true",
                     help="with --train: feed non-overlapping block_size windows in a shuffled order each epoch "
                          "(as spmd-train's loader) instead of nanoGPT's random offsets")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-    torch.manual_seed(1337)
+    torch.manual_seed(args.seed)
     c = dict(PRESETS[args.preset], vocab_size=65, bias=False)
     model = EagerGPT(c)
     decay = [p for p in model.parameters() if p.dim() >= 2]

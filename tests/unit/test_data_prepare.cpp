@@ -12,11 +12,13 @@
 #include "data/token_file.h"
 #include "data/utf8.h"
 #include "test_support.h"
+#include "usage_error.h"
 #include "util/error.h"
 
 namespace {
 
 using spmd::test::TempDir;
+using spmd::test::usage_error_of;
 
 const std::string kText =
     "First Citizen:\nBefore we proceed any further, hear me speak.\n"
@@ -34,17 +36,6 @@ std::vector<int64_t> read_all_tokens(const std::string& dir) {
                     (static_cast<unsigned char>(bytes[i + 1]) << 8));
   }
   return ids;
-}
-
-template <class F>
-std::string usage_error_of(F&& f) {
-  try {
-    f();
-  } catch (const spmd::UsageError& e) {
-    return e.what();
-  }
-  FAIL("expected a UsageError");
-  return "";
 }
 
 size_t count_code_points(const std::string& s) {

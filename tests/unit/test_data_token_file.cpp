@@ -9,11 +9,13 @@
 #include "data/token_file.h"
 #include "data/windows.h"
 #include "test_support.h"
+#include "usage_error.h"
 #include "util/error.h"
 
 namespace {
 
 using spmd::test::TempDir;
+using spmd::test::usage_error_of;
 
 std::string bytes_of(const std::vector<uint16_t>& tokens) {
   return std::string(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2);
@@ -31,18 +33,6 @@ std::vector<uint16_t> iota_tokens(size_t n, uint16_t modulo) {
   std::vector<uint16_t> t(n);
   for (size_t i = 0; i < n; ++i) t[i] = static_cast<uint16_t>(i % modulo);
   return t;
-}
-
-// The message of the UsageError that f throws (fails the test if it throws none).
-template <class F>
-std::string usage_error_of(F&& f) {
-  try {
-    f();
-  } catch (const spmd::UsageError& e) {
-    return e.what();
-  }
-  FAIL("expected a UsageError");
-  return "";
 }
 
 }  // namespace

@@ -6,22 +6,13 @@
 #include "mesh/mesh.h"
 #include "mesh/render.h"
 #include "mesh/sharding.h"
+#include "usage_error.h"
 #include "util/error.h"
 
 using namespace spmd;
+using spmd::test::usage_error_of;
 
 namespace {
-// Runs `f`, expects a UsageError, and returns its message.
-template <typename F>
-std::string usage_error_of(F f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  FAIL("expected a UsageError");
-  return "";
-}
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 }  // namespace
 
