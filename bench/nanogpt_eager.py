@@ -62,6 +62,24 @@ class EagerGPT(nn.Module):
         T = c["block_size"]
         self.register_buffer("future", torch.ones(T, T, dtype=torch.bool).triu(1))
 
+    @torch.no_grad()
+    def load_spmd_init(self, folder):
+        """Copies in the parameters `spmd-train --dump-init DIR` wrote (raw float32, our layouts:
+        c_attn (C, 3, H, D), attention c_proj (H, D, C), MLP weights (in, out))."""
+        C = self.c["n_embd"]
+        read = lambda name: torch.from_numpy(np.fromfile(os.path.join(folder, name + ".f32"), dtype=np.float32))
+        self.wte.copy_(read("wte").view_as(self.wte))
+        self.wpe.copy_(read("wpe").view_as(self.wpe))
+        self.ln_f.copy_(read("ln_f.weight"))
+        for l, p in enumerate(self.layers):
+            h = f"h.{l}."
+            p["ln1"].copy_(read(h + "ln_1.weight"))
+            p["ln2"].copy_(read(h + "ln_2.weight"))
+            p["qkv"].copy_(read(h + "attn.c_attn.weight").view(C, 3 * C).t())
+            p["attn_out"].copy_(read(h + "attn.c_proj.weight").view(C, C).t())
+            p["fc"].copy_(read(h + "mlp.c_fc.weight").view(C, 4 * C).t())
+            p["mlp_out"].copy_(read(h + "mlp.c_proj.weight").view(4 * C, C).t())
+
     def num_params(self):  # without the position embedding, as nanoGPT reports it
         return sum(p.numel() for p in self.parameters()) - self.wpe.numel()
 
@@ -81,7 +99,7 @@ class EagerGPT(nn.Module):
         x = F.dropout(F.embedding(idx, self.wte) + self.wpe[: idx.size(1)], self.c["dropout"], self.training)
         for p in self.layers:
             x = x + self.attention(F.layer_norm(x, (C,), p["ln1"], None, 1e-5), p)
-            h = F.gelu(F.linear(F.layer_norm(x, (C,), p["ln2"], None, 1e-5), p["fc"]))
+            h = F.gelu(F.linear(F.layer_norm(x, (C,), p["ln2"], None, 1e-5), p["fc"]), approximate=self.c["gelu"])
             x = x + F.dropout(F.linear(h, p["mlp_out"]), self.c["dropout"], self.training)
         logits = F.linear(F.layer_norm(x, (C,), self.ln_f, None, 1e-5), self.wte)
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
@@ -152,6 +170,24 @@ def train(args, model, optimizer, get_batch, data, B, T):
           f"{val_loss(200):.4f} (200 batches), {val_loss_whole_split():.4f} (whole split, stride-T windows)")
 
 
+def compare_steps(args, model, optimizer, data, B, T):
+    """Trains on one fixed window (every row the first block_size + 1 tokens of the data file) with
+    spmd-train's schedule and prints each step's loss: run spmd-train on a file holding only that
+    window, from the same initial parameters, and compare the curves step by step."""
+    window = torch.from_numpy(data[:T + 1].astype(np.int64))
+    X, Y = window[:T].repeat(B, 1), window[1:].repeat(B, 1)
+    for it in range(args.compare_steps):
+        lr = 1e-3 * (it + 1) / 101 if it < 100 else 1e-4 + 0.5 * (1 + math.cos(math.pi * (it - 100) / 1900)) * 9e-4
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss = model(X, Y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        print(json.dumps({"step": it, "loss": loss.item()}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="baby")
@@ -163,6 +199,11 @@ def main():
     ap.add_argument("--train", type=int, metavar="ITERS",
                     help="instead of timing, train ITERS steps with nanoGPT's schedule (warmup 100, cosine from "
                          "1e-3 to 1e-4 at ITERS) and report the val loss (eval_iters 20 and 200, random batches)")
+    ap.add_argument("--gelu", choices=["none", "tanh"], default="none",
+                    help="GELU: exact (nanoGPT's nn.GELU) or GPT-2's tanh approximation (spmd-train's)")
+    ap.add_argument("--init", metavar="DIR", help="start from the parameters spmd-train --dump-init DIR wrote")
+    ap.add_argument("--compare-steps", type=int, metavar="N",
+                    help="train N steps on the data file's first window only and print each loss as JSON")
     ap.add_argument("--seed", type=int, default=1337, help="torch.manual_seed: init and batch order")
     ap.add_argument("--windows", action="store_true",
                     help="with --train: feed non-overlapping block_size windows in a shuffled order each epoch "
@@ -171,7 +212,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    c = dict(PRESETS[args.preset], vocab_size=65, bias=False)
+    c = dict(PRESETS[args.preset], vocab_size=65, bias=False, gelu=args.gelu)
     model = EagerGPT(c)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -186,6 +227,11 @@ def main():
         y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + T].astype(np.int64)) for i in ix])
         return x, y
 
+    if args.init:
+        model.load_spmd_init(args.init)
+    if args.compare_steps:
+        compare_steps(args, model, optimizer, data, B, T)
+        return
     if args.train:
         train(args, model, optimizer, get_batch, data, B, T)
         return

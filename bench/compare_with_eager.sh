@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# spmd-train's training step against eager PyTorch (bench/nanogpt_eager.py), step by step: the baby
+# model from the same initial parameters (spmd-train --dump-init), trained on one fixed window of
+# tinyshakespeare with the same schedule, tanh GELU on both sides. Prints the largest relative
+# difference of the per-step losses. Needs python3-torch (Debian: apt-get install python3-torch)
+# and datasets/shakespeare_char (see bench/NOTES.md). Usage: bash bench/compare_with_eager.sh [STEPS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-300}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3=/usr/bin/python3  # Debian's, where python3-torch lives
+"$python3" -c "import numpy as np; np.asarray(np.memmap('datasets/shakespeare_char/train.bin', dtype=np.uint16, mode='r')[:65]).tofile('$work/window.bin')"
+build/app/spmd-train --config configs/bench/baby.yaml --set data.train="$work/window.bin" --set train.eval_every=0 \
+  --set train.log_every=1 --set train.steps="$steps" --set output.dir="$work/ours" --dump-init "$work/init" >/dev/null
+"$python3" bench/nanogpt_eager.py --preset baby --data "$work/window.bin" --init "$work/init" --gelu tanh \
+  --compare-steps "$steps" >"$work/eager.jsonl"
+"$python3" - "$work/ours/metrics.jsonl" "$work/eager.jsonl" <<'PY'
+import json, sys
+ours = [json.loads(line)["loss"] for line in open(sys.argv[1])]
+eager = [json.loads(line)["loss"] for line in open(sys.argv[2])]
+assert len(ours) == len(eager), (len(ours), len(eager))
+rel = [abs(a - b) / abs(b) for a, b in zip(ours, eager)]
+print(f"{len(ours)} steps: loss {ours[0]:.4f} -> {ours[-1]:.4f} (spmd-train) vs {eager[0]:.4f} -> {eager[-1]:.4f} (eager)")
+print(f"largest relative difference: {max(rel[:50]):.1e} over the first 50 steps, {max(rel):.1e} over all")
+PY
