@@ -8,7 +8,7 @@
 #include <cstring>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define SPMD_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define SPMD_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define SPMD_VECTOR_CLONES
 #endif
