@@ -1,8 +1,12 @@
 // splitmix64-based counter hashing; Box-Muller for normals.
 #include "parallel/counter_rng.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include <ATen/Parallel.h>
+
+#include "model/vector_math.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -15,8 +19,21 @@ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The part of a draw that depends on (seed, stream) only.
+inline uint64_t stream_key(uint64_t seed, uint64_t stream) { return splitmix64(seed ^ splitmix64(stream)); }
+
 inline uint64_t draw(uint64_t seed, uint64_t stream, uint64_t counter) {
-  return splitmix64(splitmix64(seed ^ splitmix64(stream)) ^ counter);
+  return splitmix64(stream_key(seed, stream) ^ counter);
+}
+
+// One contiguous run of a dropout mask: elements with global indices first, first + 1, ...
+// unit(bits) > p, compared exactly as ((bits >> 11) + 1) > p * 2^53 (both sides exact doubles).
+SPMD_VECTOR_CLONES
+void dropout_run(float* out, int64_t n, uint64_t key, uint64_t first, double p_scaled, float keep_scale) {
+  for (int64_t j = 0; j < n; ++j) {
+    const uint64_t bits = splitmix64(key ^ (first + static_cast<uint64_t>(j)));
+    out[j] = static_cast<double>((bits >> 11) + 1) > p_scaled ? keep_scale : 0.0f;
+  }
 }
 
 // Uniform in (0, 1] from the top 53 bits.
@@ -74,8 +91,28 @@ at::Tensor dropout_mask_block(const std::vector<int64_t>& local_shape, const std
   at::Tensor mask = at::empty(local_shape, at::kFloat);
   float* out = mask.data_ptr<float>();
   const float keep_scale = static_cast<float>(1.0 / (1.0 - p));
-  for_each_global_index(local_shape, global_shape, offset, [&](int64_t li, int64_t gi) {
-    out[li] = unit(draw(seed, stream, static_cast<uint64_t>(gi))) > p ? keep_scale : 0.0f;
+  const uint64_t key = stream_key(seed, stream);
+  const double p_scaled = p * 9007199254740992.0;  // p * 2^53, exact
+  const size_t nd = local_shape.size();
+  if (nd == 0) {
+    dropout_run(out, 1, key, 0, p_scaled, keep_scale);
+    return mask;
+  }
+  // Rows along the last dim are contiguous runs of global indices: each row is independent, so
+  // the threads split them (the mask does not depend on how).
+  const int64_t row = local_shape[nd - 1];
+  const int64_t rows = row == 0 ? 0 : mask.numel() / row;
+  std::vector<int64_t> global_stride(nd, 1);
+  for (int64_t d = static_cast<int64_t>(nd) - 2; d >= 0; --d) global_stride[d] = global_stride[d + 1] * global_shape[d + 1];
+  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(row, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t rest = r, first = offset[nd - 1];  // global index of the row's first element
+      for (int64_t d = static_cast<int64_t>(nd) - 2; d >= 0; --d) {
+        first += (rest % local_shape[d] + offset[d]) * global_stride[d];
+        rest /= local_shape[d];
+      }
+      dropout_run(out + r * row, row, key, static_cast<uint64_t>(first), p_scaled, keep_scale);
+    }
   });
   return mask;
 }

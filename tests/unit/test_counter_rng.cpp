@@ -34,3 +34,27 @@ TEST_CASE("rng: moments of the normal and dropout draws") {
   CHECK(mask.mean().item<double>() == doctest::Approx(1.0).epsilon(0.01));  // kept / (1 - p) on average
   CHECK((mask == 0).to(at::kFloat).mean().item<double>() == doctest::Approx(0.1).epsilon(0.05));
 }
+
+TEST_CASE("rng: every block of a dropout mask equals the same slice of the full mask") {
+  const std::vector<int64_t> global{4, 6, 70};
+  at::Tensor full = dropout_mask_block(global, global, {0, 0, 0}, 11, stream_id("attn@step2"), 0.3);
+  for (std::vector<int64_t> offset : {std::vector<int64_t>{0, 0, 0}, {2, 3, 0}, {1, 0, 35}}) {
+    std::vector<int64_t> shape{2, 3, 35};
+    at::Tensor block = dropout_mask_block(shape, global, offset, 11, stream_id("attn@step2"), 0.3);
+    CHECK(at::equal(block, full.narrow(0, offset[0], 2).narrow(1, offset[1], 3).narrow(2, offset[2], 35)));
+  }
+}
+
+TEST_CASE("rng: the dropout mask is a fixed function of (seed, stream, index)") {
+  // The dropped positions as the generator first produced them (element by element, one thread),
+  // so a faster implementation cannot change which units a run drops.
+  const std::vector<int64_t> dropped{3,   5,   7,   9,   10,  18,  19,  20,  22,  25,  26,  32,  34,  39,  46,  52,
+                                     54,  59,  66,  68,  69,  70,  77,  81,  87,  92,  99,  100, 108, 110, 122, 128,
+                                     129, 130, 131, 134, 137, 139, 142, 143, 144, 146, 147, 149, 158, 160, 168, 169,
+                                     170, 171, 179, 180, 181, 182, 183, 186, 188, 189, 192, 193, 194, 195, 196};
+  at::Tensor mask = dropout_mask_block({5, 40}, {5, 40}, {0, 0}, 7, stream_id("x@step1"), 0.3);
+  at::Tensor zeros = (mask == 0).flatten().nonzero().flatten();
+  REQUIRE(zeros.numel() == static_cast<int64_t>(dropped.size()));
+  for (size_t i = 0; i < dropped.size(); ++i) CHECK(zeros[static_cast<int64_t>(i)].item<int64_t>() == dropped[i]);
+  CHECK(at::allclose(mask.masked_select(mask != 0), at::full({1}, 1.0f / 0.7f)));
+}
