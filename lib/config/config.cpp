@@ -26,6 +26,8 @@ namespace {
 constexpr int64_t kMaxLayers = 1024;                  // parameter tables are per layer
 constexpr int64_t kMaxRunBytes = int64_t{1} << 60;    // 1 EiB of fp32 training state
 
+const std::vector<std::string> kDataKeys = {"train", "val", "batch_size", "window_stride"};
+
 // ------------------------------------------------------------------------------ field rules
 
 void read_positive(const MapReader& r, const std::string& key, int64_t& out) {
@@ -162,7 +164,7 @@ ModelConfig read_model(const MapReader& top) {
 
 DataConfig read_data(const MapReader& top, const ModelConfig& model) {
   DataConfig d;
-  MapReader r = top.section("data", {"train", "val", "batch_size", "window_stride"});
+  MapReader r = top.section("data", kDataKeys);
   r.read("train", d.train);  // existence is the data loader's business
   r.read("val", d.val);
   read_positive(r, "batch_size", d.batch_size);
@@ -255,7 +257,7 @@ void check_run_size(const MapReader& top, const Config& c) {
       "(1 EiB) a run may have; check the model sizes and data.batch_size",
       static_cast<double>(bytes(B)), c.data.batch_size);
   if (bytes(1) <= static_cast<Real>(kMaxRunBytes))  // the batch alone makes it too big
-    top.section("data", {"train", "val", "batch_size", "window_stride"}).fail("batch_size", message);
+    top.section("data", kDataKeys).fail("batch_size", message);
   top.fail("model", message);
 }
 

@@ -101,6 +101,10 @@ at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& w, const at::Tens
   return FusedLinear::apply(x, w, bias.defined() ? bias : at::empty({0}, x.options()));
 }
 
+at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  if (fused_linear_supports(x, w)) return fused_linear(x, w, bias);
+  return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
+}
 
 at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   if (fused_linear_supports(x, w)) return gemm_forward(x, w, bias);

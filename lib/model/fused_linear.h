@@ -16,6 +16,10 @@ bool fused_linear_supports(const at::Tensor& x, const at::Tensor& w);
 // head); bias: (N) or undefined. Returns (rows, N).
 at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor());
 
+// x w (+ bias) through fused_linear where it takes the operands, else libtorch's at::mm /
+// at::addmm and their autograd (another device or dtype).
+at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor());
+
 // The same products without autograd, for nodes with their own backward (an FSDP layer gathers
 // its weight again there instead of keeping it). Any x (rows, K) and w (K, N): parallel_gemm
 // where fused_linear_supports(x, w), at::mm / at::addmm otherwise. bias may be undefined.

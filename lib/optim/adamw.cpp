@@ -8,7 +8,6 @@
 
 #include "model/vector_math.h"
 
-
 namespace spmd {
 
 namespace {

@@ -19,12 +19,8 @@ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// The part of a draw that depends on (seed, stream) only.
+// Draw `counter` of a stream is splitmix64(key ^ counter); the key depends on (seed, stream) only.
 inline uint64_t stream_key(uint64_t seed, uint64_t stream) { return splitmix64(seed ^ splitmix64(stream)); }
-
-inline uint64_t draw(uint64_t seed, uint64_t stream, uint64_t counter) {
-  return splitmix64(stream_key(seed, stream) ^ counter);
-}
 
 // One contiguous run of a dropout mask: elements with global indices first, first + 1, ...
 // unit(bits) > p, compared exactly as ((bits >> 11) + 1) > p * 2^53 (both sides exact doubles).
@@ -39,32 +35,33 @@ void dropout_run(float* out, int64_t n, uint64_t key, uint64_t first, double p_s
 // Uniform in (0, 1] from the top 53 bits.
 inline double unit(uint64_t bits) { return (static_cast<double>(bits >> 11) + 1.0) * (1.0 / 9007199254740992.0); }
 
-// Calls f(local_index, global_index) for every element of the block, in row-major local order.
+// Calls f(local_start, global_start, n) for every row of the block along its last dim: n elements
+// whose local and global indices both run on contiguously. Rows are independent, so the threads
+// split them (what f writes cannot depend on how).
 template <typename F>
-void for_each_global_index(const std::vector<int64_t>& local_shape, const std::vector<int64_t>& global_shape,
-                           const std::vector<int64_t>& offset, F f) {
+void for_each_global_row(const std::vector<int64_t>& local_shape, const std::vector<int64_t>& global_shape,
+                         const std::vector<int64_t>& offset, F f) {
   const size_t nd = local_shape.size();
-  int64_t numel = 1;
-  for (int64_t s : local_shape) numel *= s;
-  if (numel == 0) return;
   if (nd == 0) {
-    f(0, 0);
+    f(0, 0, 1);
     return;
   }
-  // Global strides; walk the local block row by row (the last dim is contiguous in both).
+  int64_t numel = 1;
+  for (int64_t s : local_shape) numel *= s;
+  const int64_t row = local_shape[nd - 1];
+  if (numel == 0) return;
   std::vector<int64_t> global_stride(nd, 1);
   for (int64_t d = static_cast<int64_t>(nd) - 2; d >= 0; --d) global_stride[d] = global_stride[d + 1] * global_shape[d + 1];
-  std::vector<int64_t> index(nd, 0);
-  const int64_t row = local_shape[nd - 1];
-  for (int64_t start = 0; start < numel; start += row) {
-    int64_t base = 0;
-    for (size_t d = 0; d < nd; ++d) base += (index[d] + offset[d]) * global_stride[d];
-    for (int64_t j = 0; j < row; ++j) f(start + j, base + j);
-    for (int64_t d = static_cast<int64_t>(nd) - 2; d >= 0; --d) {
-      if (++index[d] < local_shape[d]) break;
-      index[d] = 0;
+  at::parallel_for(0, numel / row, std::max<int64_t>(1, 16384 / row), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t rest = r, first = offset[nd - 1];  // global index of the row's first element
+      for (int64_t d = static_cast<int64_t>(nd) - 2; d >= 0; --d) {
+        first += (rest % local_shape[d] + offset[d]) * global_stride[d];
+        rest /= local_shape[d];
+      }
+      f(r * row, first, row);
     }
-  }
+  });
 }
 }  // namespace
 
@@ -78,11 +75,15 @@ void fill_normal_block(at::Tensor& local, const std::vector<int64_t>& global_sha
                        const std::vector<int64_t>& offset, uint64_t seed, uint64_t stream, double std) {
   SPMD_ASSERT(local.is_contiguous() && local.scalar_type() == at::kFloat, "fill_normal_block needs contiguous float");
   float* out = local.data_ptr<float>();
-  for_each_global_index(local.sizes().vec(), global_shape, offset, [&](int64_t li, int64_t gi) {
-    // Box-Muller on two draws keyed by the global index.
-    double u1 = unit(draw(seed, stream, 2 * static_cast<uint64_t>(gi)));
-    double u2 = unit(draw(seed, stream, 2 * static_cast<uint64_t>(gi) + 1));
-    out[li] = static_cast<float>(std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+  const uint64_t key = stream_key(seed, stream);
+  for_each_global_row(local.sizes().vec(), global_shape, offset, [&](int64_t li, int64_t gi, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      // Box-Muller on two draws keyed by the global index.
+      const uint64_t g = static_cast<uint64_t>(gi + j);
+      double u1 = unit(splitmix64(key ^ (2 * g)));
+      double u2 = unit(splitmix64(key ^ (2 * g + 1)));
+      out[li + j] = static_cast<float>(std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+    }
   });
 }
 
@@ -93,26 +94,8 @@ at::Tensor dropout_mask_block(const std::vector<int64_t>& local_shape, const std
   const float keep_scale = static_cast<float>(1.0 / (1.0 - p));
   const uint64_t key = stream_key(seed, stream);
   const double p_scaled = p * 9007199254740992.0;  // p * 2^53, exact
-  const size_t nd = local_shape.size();
-  if (nd == 0) {
-    dropout_run(out, 1, key, 0, p_scaled, keep_scale);
-    return mask;
-  }
-  // Rows along the last dim are contiguous runs of global indices: each row is independent, so
-  // the threads split them (the mask does not depend on how).
-  const int64_t row = local_shape[nd - 1];
-  const int64_t rows = row == 0 ? 0 : mask.numel() / row;
-  std::vector<int64_t> global_stride(nd, 1);
-  for (int64_t d = static_cast<int64_t>(nd) - 2; d >= 0; --d) global_stride[d] = global_stride[d + 1] * global_shape[d + 1];
-  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(row, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t rest = r, first = offset[nd - 1];  // global index of the row's first element
-      for (int64_t d = static_cast<int64_t>(nd) - 2; d >= 0; --d) {
-        first += (rest % local_shape[d] + offset[d]) * global_stride[d];
-        rest /= local_shape[d];
-      }
-      dropout_run(out + r * row, row, key, static_cast<uint64_t>(first), p_scaled, keep_scale);
-    }
+  for_each_global_row(local_shape, global_shape, offset, [&](int64_t li, int64_t gi, int64_t n) {
+    dropout_run(out + li, n, key, static_cast<uint64_t>(gi), p_scaled, keep_scale);
   });
   return mask;
 }

@@ -6,8 +6,8 @@
 
 #include "comm/collectives.h"
 #include "model/fused_linear.h"
-#include "parallel/fsdp_ops.h"
 #include "parallel/counter_rng.h"
+#include "parallel/fsdp_ops.h"
 #include "parallel/vocab_parallel_loss.h"
 #include "util/error.h"
 
@@ -36,12 +36,9 @@ FsdpGathers ParallelOps::fsdp_gathers(const ParamLayout& layout) const {
 at::Tensor ParallelOps::shard(const std::string& name) const { return model_.params()[model_.index_of(name)]; }
 
 at::Tensor ParallelOps::param(const std::string& name) {
-  size_t i = model_.index_of(name);
-  const auto& layout = model_.layout().params[i];
-  at::Tensor t = model_.params()[i];
+  at::Tensor t = shard(name);
   // FSDP: all-gather the dims sharded over batch axes; the gradient is reduce-scattered back.
-  for (size_t d = 0; d < layout.fsdp_axes.size(); ++d)
-    if (!layout.fsdp_axes[d].empty()) t = gather_params_from_group(t, static_cast<int64_t>(d), group(layout.fsdp_axes[d]));
+  for (const auto& [dim, group] : fsdp_gathers(layout_of(name))) t = gather_params_from_group(t, dim, *group);
   return t;
 }
 
@@ -71,8 +68,7 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   if (!gathers.empty()) {
     y = fsdp_linear(x2, shard(weight), gathers, /*transposed=*/false, b);
   } else {
-    at::Tensor w2 = param(weight).reshape({k, -1});  // (K, N)
-    y = fused_linear_supports(x2, w2) ? fused_linear(x2, w2, b) : b.defined() ? at::addmm(b, x2, w2) : at::mm(x2, w2);
+    y = dense_product(x2, param(weight).reshape({k, -1}), b);  // (K, N) weight
   }
   y = y.view(out_shape);
   // Row-parallel: each shard of the input features gives a partial sum.
@@ -109,8 +105,7 @@ at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& t
   if (!gathers.empty()) {
     logits = fsdp_linear(x2, shard(table), gathers, /*transposed=*/true, at::Tensor());
   } else {
-    at::Tensor w = param(table);  // (V_local, C)
-    logits = fused_linear_supports(x2, w.t()) ? fused_linear(x2, w.t()) : at::mm(x2, w.t());
+    logits = dense_product(x2, param(table).t());  // the (V_local, C) table used in place as W^T
   }
   const int64_t rows = logits.size(1);
   const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;

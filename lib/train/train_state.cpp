@@ -72,7 +72,8 @@ StepResult train_step(TrainState& s, bool inject_nan) {
   ParallelOps ops(model, static_cast<uint64_t>(tc.seed), s.step);
   const int64_t live_before = caching_cpu_allocator_stats().live_bytes;
   at::Tensor loss = s.gpt->loss(inputs, targets, ops, true);
-  if (caching_cpu_allocator_stats().installed && loss.device().is_cpu()) result.graph_bytes = caching_cpu_allocator_stats().live_bytes - live_before;
+  if (const auto after = caching_cpu_allocator_stats(); after.installed && loss.device().is_cpu())
+    result.graph_bytes = after.live_bytes - live_before;
   if (inject_nan) loss = loss * NAN;
   result.timings.forward_ms = ms_since(phase);
 

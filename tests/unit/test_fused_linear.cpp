@@ -77,6 +77,10 @@ TEST_CASE("fused linear: what it does not take") {
   CHECK_FALSE(fused_linear_supports(x.to(at::kDouble), at::randn({6, 3}, at::kDouble)));
   CHECK_FALSE(fused_linear_supports(x, at::randn({5, 3})));                // K mismatch
   CHECK_FALSE(fused_linear_supports(x, at::randn({6, 6, 2}).select(2, 0)));  // strided both ways
+  // dense_product() hands those to libtorch instead.
+  at::Tensor xd = x.to(at::kDouble), wd = at::randn({6, 3}, at::kDouble), bd = at::randn({3}, at::kDouble);
+  CHECK(at::allclose(dense_product(xd, wd, bd), at::addmm(bd, xd, wd)));
+  CHECK(at::allclose(dense_product(xd, wd), at::mm(xd, wd)));
 }
 
 TEST_CASE("cpu::parallel_gemm: row and column splits, transposes, through sgemm_ and at::addmm_out") {
