@@ -9,12 +9,12 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The group outlives the graph (it belongs to the Communicator); keep its address in the context.
+// The group goes into the context as its handle.
 void save_group(AutogradContext* ctx, const Group& group) {
-  ctx->saved_data["group"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(&group));
+  ctx->saved_data["group"] = group_handle(group);
 }
 const Group& saved_group(AutogradContext* ctx) {
-  return *reinterpret_cast<const Group*>(static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
+  return group_from_handle(ctx->saved_data["group"].toInt());
 }
 
 struct CopyToGroup : torch::autograd::Function<CopyToGroup> {

@@ -33,6 +33,13 @@ class PendingCollective {
   c10::intrusive_ptr<c10d::Work> work_;
 };
 
+class Group;
+
+// A group as an integer, for autograd nodes' saved_data (which holds IValues, not pointers). The
+// groups belong to the Communicator and outlive every graph.
+inline int64_t group_handle(const Group& group) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(&group)); }
+inline const Group& group_from_handle(int64_t handle) { return *reinterpret_cast<const Group*>(static_cast<intptr_t>(handle)); }
+
 class Group {
  public:
   Group() = default;

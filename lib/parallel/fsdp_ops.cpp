@@ -26,12 +26,12 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The groups outlive the graph (they belong to the Communicator): keep (dim, address) pairs.
+// The gathers go into the context as (dim, group handle) pairs.
 void save_gathers(AutogradContext* ctx, const FsdpGathers& gathers) {
   std::vector<int64_t> flat;
   for (const auto& [dim, group] : gathers) {
     flat.push_back(dim);
-    flat.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(group)));
+    flat.push_back(group_handle(*group));
   }
   ctx->saved_data["gathers"] = flat;
 }
@@ -39,7 +39,7 @@ FsdpGathers saved_gathers(AutogradContext* ctx) {
   std::vector<int64_t> flat = ctx->saved_data["gathers"].toIntVector();
   FsdpGathers gathers;
   for (size_t i = 0; i + 1 < flat.size(); i += 2)
-    gathers.emplace_back(flat[i], reinterpret_cast<const Group*>(static_cast<intptr_t>(flat[i + 1])));
+    gathers.emplace_back(flat[i], &group_from_handle(flat[i + 1]));
   return gathers;
 }
 
