@@ -177,6 +177,8 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   const double tensor_peak_mib = scalar_across(world, static_cast<double>(alloc.peak_live_bytes) / (1 << 20), true);
   const int64_t buckets = state.grad_sync->num_buckets();
   const int64_t buckets_early = state.grad_sync->buckets_started_during_backward();
+  const auto& prefetcher = state.model->fsdp_prefetcher();
+  const int64_t fsdp_uses = prefetcher.total_uses(), fsdp_prefetched = prefetcher.prefetched_uses();
   const double slowest_median_ms = scalar_across(world, median_ms, true);
   // CPU time over wall time per thread: 1.0 = this rank had its cores to itself (or spun on them).
   const double cpu_share = median(cpu_ms) / median_ms / threads;
@@ -219,6 +221,9 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   if (buckets > 0)
     fmt::print("  gradient sync      {} bucket(s), {} all-reduced while backward ran (last step)\n", buckets,
                buckets_early);
+  if (fsdp_uses > 0)
+    fmt::print("  FSDP gathers       {} weight uses, {} served by a prefetched all-gather (prefetch {})\n", fsdp_uses,
+               fsdp_prefetched, prefetcher.enabled() ? "on" : "off");
   fmt::print("  loss               {:.4f} -> {:.4f} over the timed steps\n", losses.front(), losses.back());
 
   if (!opt.json_path.empty()) {
@@ -263,6 +268,8 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["peak_tensor_mib_max_over_ranks"] = alloc.installed ? nlohmann::json(tensor_peak_mib) : nlohmann::json();
     j["gradient_buckets"] = buckets;
     j["gradient_buckets_started_during_backward"] = buckets_early;
+    j["fsdp_weight_uses"] = fsdp_uses;
+    j["fsdp_prefetched_uses"] = fsdp_prefetched;
     j["max_rss_mib_rank0"] = rss_rank0;
     j["max_rss_mib_max"] = rss_max;
     j["loadavg_1m"] = load[0];

@@ -74,13 +74,30 @@ void Group::all_reduce_max(at::Tensor& tensor) const {
   wait("all-reduce", backend_->allreduce(tensors, options));
 }
 
-at::Tensor Group::all_gather(const at::Tensor& tensor, int64_t dim) const {
-  if (size_ == 1) return tensor;
+at::Tensor Group::all_gather(const at::Tensor& tensor, int64_t dim) const { return all_gather_async(tensor, dim).wait(); }
+
+PendingGather Group::all_gather_async(const at::Tensor& tensor, int64_t dim) const {
+  PendingGather pending;
+  pending.dim_ = dim;
+  if (size_ == 1) {
+    pending.parts_ = {tensor};
+    return pending;
+  }
   std::vector<at::Tensor> inputs{tensor.contiguous()};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int i = 0; i < size_; ++i) outputs[0].push_back(at::empty_like(inputs[0]));
-  wait("all-gather", backend_->allgather(outputs, inputs));
-  return at::cat(outputs[0], dim);
+  pending.parts_ = outputs[0];  // the same tensors: Gloo writes into them
+  pending.work_.group_ = this;
+  pending.work_.what_ = "all-gather";
+  pending.work_.work_ = backend_->allgather(outputs, inputs);
+  return pending;
+}
+
+at::Tensor PendingGather::wait() {
+  work_.wait();
+  at::Tensor result = parts_.size() == 1 ? parts_[0] : at::cat(parts_, dim_);
+  parts_.clear();
+  return result;
 }
 
 at::Tensor Group::reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) const {

@@ -3,6 +3,7 @@
 #pragma once
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/util/intrusive_ptr.h>
@@ -35,6 +36,18 @@ class PendingCollective {
 
 class Group;
 
+// An all-gather started by Group::all_gather_async; wait() gives the concatenation.
+class PendingGather {
+ public:
+  at::Tensor wait();
+
+ private:
+  friend class Group;
+  PendingCollective work_;
+  std::vector<at::Tensor> parts_;  // every member's tensor, filled in by the collective
+  int64_t dim_ = 0;
+};
+
 // A group as an integer, for autograd nodes' saved_data (which holds IValues, not pointers). The
 // groups belong to the Communicator and outlive every graph.
 inline int64_t group_handle(const Group& group) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(&group)); }
@@ -59,6 +72,7 @@ class Group {
   PendingCollective all_reduce_sum_async(at::Tensor& tensor) const;
   // Concatenation of every member's `tensor` along `dim`, in member order.
   at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
+  PendingGather all_gather_async(const at::Tensor& tensor, int64_t dim) const;
   // Sum over members, then this member's chunk along `dim`.
   at::Tensor reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) const;
   void broadcast(at::Tensor& tensor, int root) const;

@@ -217,7 +217,8 @@ OutputConfig read_output(const MapReader& top) {
 
 RuntimeConfig read_runtime(const MapReader& top) {
   RuntimeConfig rt;
-  MapReader r = top.section("runtime", {"backend", "device", "threads_per_rank", "timeout_s", "grad_bucket_mb"});
+  MapReader r = top.section("runtime", {"backend", "device", "threads_per_rank", "timeout_s", "grad_bucket_mb",
+                                           "fsdp_prefetch"});
   read_choice(r, "backend", rt.backend, {"gloo", "nccl", "auto"});
   read_choice(r, "device", rt.device, {"cpu", "cuda", "auto"});
   if (r.has("threads_per_rank")) {
@@ -231,6 +232,7 @@ RuntimeConfig read_runtime(const MapReader& top) {
   r.check("timeout_s", rt.timeout_s > 0, "expected a positive number of seconds");
   read_non_negative(r, "grad_bucket_mb", rt.grad_bucket_mb);
   r.check("grad_bucket_mb", rt.grad_bucket_mb <= 1048576, "expected at most 1048576 (1 TiB)");
+  r.read("fsdp_prefetch", rt.fsdp_prefetch);
   return rt;
 }
 
@@ -377,6 +379,7 @@ std::string to_yaml(const Config& c) {
   }
   number("timeout_s", c.runtime.timeout_s);
   number("grad_bucket_mb", c.runtime.grad_bucket_mb);
+  field("fsdp_prefetch", c.runtime.fsdp_prefetch);
   out << YAML::EndMap;
 
   out << YAML::EndMap;

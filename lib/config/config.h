@@ -68,6 +68,7 @@ struct RuntimeConfig {
   int64_t threads_per_rank = 0;  // 0 = auto: cores / local ranks
   double timeout_s = 300;        // collective and rendezvous timeout
   double grad_bucket_mb = 25;    // data-parallel gradient bucket; 0: one all-reduce after backward
+  bool fsdp_prefetch = true;     // start the next FSDP weight's all-gather while this layer computes
 };
 
 struct Config {

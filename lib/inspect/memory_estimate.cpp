@@ -31,9 +31,9 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
     int64_t shard = p.sharding.shard_numel() * kFloatBytes;
     e.params += shard;
     // An FSDP weight is gathered for its layer and freed after (again in backward): the working
-    // set is the largest gathered weight and, in backward, its full gradient before the
-    // reduce-scatter.
-    if (p.is_fsdp()) e.fsdp_gathered = std::max(e.fsdp_gathered, 2 * product(p.gathered_shape()) * kFloatBytes);
+    // set is, at worst, the largest gathered weight, its full gradient before the reduce-scatter,
+    // and the next weight's gather in flight (runtime.fsdp_prefetch; one weight less without).
+    if (p.is_fsdp()) e.fsdp_gathered = std::max(e.fsdp_gathered, 3 * product(p.gathered_shape()) * kFloatBytes);
   }
   e.grads = e.params;
   e.optimizer = 2 * e.params;

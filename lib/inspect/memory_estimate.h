@@ -10,7 +10,7 @@ struct MemoryEstimate {
   int64_t params = 0;        // this device's parameter shards
   int64_t grads = 0;         // gradients: same sharding as the parameters
   int64_t optimizer = 0;     // AdamW m and v: same sharding as the parameters
-  int64_t fsdp_gathered = 0; // FSDP working set: the largest gathered weight and its gradient
+  int64_t fsdp_gathered = 0; // FSDP working set: the largest gathered weight, its gradient, the prefetch
   int64_t activations = 0;   // saved for backward, for this device's share of the batch
   int64_t total() const { return params + grads + optimizer + fsdp_gathered + activations; }
 };

@@ -9,29 +9,26 @@
 
 #include <ATen/ATen.h>
 
-#include "comm/group.h"
+#include "parallel/fsdp_prefetch.h"
 
 namespace spmd {
 
-// How a shard becomes the tensor a layer computes with: all-gathers along (dim, group), in order.
-using FsdpGathers = std::vector<std::pair<int64_t, const Group*>>;
-
-// The gather, and its gradient (reduce-scatters in reverse order); no autograd.
-at::Tensor fsdp_gather(const at::Tensor& shard, const FsdpGathers& gathers);
-at::Tensor fsdp_reduce_scatter(const at::Tensor& grad, const FsdpGathers& gathers);
+// Each takes an optional prefetcher: with one, the gathers (forward and backward) go through it,
+// so the next FSDP weight's gather overlaps this layer's compute; without, they run on the spot.
 
 // y = x W (+ bias) for x (rows, K), W the gathered weight viewed as (K, N), or, when
 // `transposed`, the gathered (N, K) table used as W^T (the tied LM head). `bias` is the full
 // bias (gathered by the caller: its add keeps nothing for backward) or undefined.
 at::Tensor fsdp_linear(const at::Tensor& x, const at::Tensor& weight_shard, const FsdpGathers& gathers,
-                       bool transposed, const at::Tensor& bias);
+                       bool transposed, const at::Tensor& bias, FsdpPrefetcher* prefetcher = nullptr);
 
 // Rows `ids` of the gathered table (ids already local to it); libtorch's embedding would keep the
 // table for its backward.
-at::Tensor fsdp_embedding(const at::Tensor& ids, const at::Tensor& table_shard, const FsdpGathers& gathers);
+at::Tensor fsdp_embedding(const at::Tensor& ids, const at::Tensor& table_shard, const FsdpGathers& gathers,
+                          FsdpPrefetcher* prefetcher = nullptr);
 
 // LayerNorm over x's last dim with a gathered scale; `bias` full or undefined, as above.
 at::Tensor fsdp_layer_norm(const at::Tensor& x, const at::Tensor& weight_shard, const FsdpGathers& gathers,
-                           const at::Tensor& bias, double eps);
+                           const at::Tensor& bias, double eps, FsdpPrefetcher* prefetcher = nullptr);
 
 }  // namespace spmd

@@ -66,7 +66,7 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   at::Tensor b = fold_bias ? param(bias).reshape({-1}) : at::Tensor();
   at::Tensor y;
   if (!gathers.empty()) {
-    y = fsdp_linear(x2, shard(weight), gathers, /*transposed=*/false, b);
+    y = fsdp_linear(x2, shard(weight), gathers, /*transposed=*/false, b, prefetcher());
   } else {
     y = dense_product(x2, param(weight).reshape({k, -1}), b);  // (K, N) weight
   }
@@ -81,7 +81,7 @@ at::Tensor ParallelOps::embed(const std::string& table, const at::Tensor& ids) {
   const auto& layout = layout_of(table);
   const FsdpGathers gathers = fsdp_gathers(layout);
   auto lookup = [&](const at::Tensor& local_ids) {  // (V_local, C) table rows
-    return gathers.empty() ? at::embedding(param(table), local_ids) : fsdp_embedding(local_ids, shard(table), gathers);
+    return gathers.empty() ? at::embedding(param(table), local_ids) : fsdp_embedding(local_ids, shard(table), gathers, prefetcher());
   };
   const auto& vocab_tp = layout.tp_axes[0];
   if (vocab_tp.empty()) return lookup(ids);
@@ -103,7 +103,7 @@ at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& t
   const FsdpGathers gathers = fsdp_gathers(layout);
   at::Tensor logits;  // (B*T, V_local)
   if (!gathers.empty()) {
-    logits = fsdp_linear(x2, shard(table), gathers, /*transposed=*/true, at::Tensor());
+    logits = fsdp_linear(x2, shard(table), gathers, /*transposed=*/true, at::Tensor(), prefetcher());
   } else {
     logits = dense_product(x2, param(table).t());  // the (V_local, C) table used in place as W^T
   }
@@ -116,7 +116,7 @@ at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& t
 at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) {
   at::Tensor b = bias.empty() ? at::Tensor() : param(bias);
   const FsdpGathers gathers = fsdp_gathers(layout_of(weight));
-  if (!gathers.empty()) return fsdp_layer_norm(x, shard(weight), gathers, b, eps);
+  if (!gathers.empty()) return fsdp_layer_norm(x, shard(weight), gathers, b, eps, prefetcher());
   return at::layer_norm(x, {x.size(-1)}, param(weight), b, eps);
 }
 

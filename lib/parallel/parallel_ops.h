@@ -12,7 +12,11 @@ namespace spmd {
 
 class ParallelOps : public ModelOps {
  public:
-  ParallelOps(ShardedModel& model, uint64_t seed, int64_t step) : model_(model), seed_(seed), step_(step) {}
+  // One per forward pass (and the backward of its graph): it tells the model's FSDP prefetcher
+  // that a pass begins.
+  ParallelOps(ShardedModel& model, uint64_t seed, int64_t step) : model_(model), seed_(seed), step_(step) {
+    model_.fsdp_prefetcher().begin_forward();
+  }
 
   at::Tensor param(const std::string& name) override;
   bool has_param(const std::string& name) const override;
@@ -29,6 +33,7 @@ class ParallelOps : public ModelOps {
   FsdpGathers fsdp_gathers(const ParamLayout& layout) const;  // empty unless gathered over a group > 1
   at::Tensor shard(const std::string& name) const;             // this rank's stored block
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
+  FsdpPrefetcher* prefetcher() { return &model_.fsdp_prefetcher(); }
 
   ShardedModel& model_;
   uint64_t seed_;

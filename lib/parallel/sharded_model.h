@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include "comm/communicator.h"
+#include "parallel/fsdp_prefetch.h"
 #include "parallel/layout.h"
 
 namespace spmd {
@@ -28,6 +29,9 @@ class ShardedModel {
   // Bytes of this rank's parameter shards.
   int64_t local_param_bytes() const;
 
+  // Overlaps each FSDP weight's all-gather with the previous layer's compute (on by default).
+  FsdpPrefetcher& fsdp_prefetcher() { return prefetcher_; }
+
  private:
   void validate_layout() const;
   void create_groups();
@@ -35,6 +39,7 @@ class ShardedModel {
   ModelLayout layout_;
   Communicator* comm_;
   std::vector<at::Tensor> params_;
+  FsdpPrefetcher prefetcher_;
 };
 
 }  // namespace spmd

@@ -47,6 +47,7 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
                                           config.train.seed, dp_index, dp_size, /*prefetch=*/2,
                                           config.data.window_stride);
   s.model = std::make_unique<ShardedModel>(std::move(layout), *s.comm, static_cast<uint64_t>(config.train.seed));
+  s.model->fsdp_prefetcher().set_enabled(config.runtime.fsdp_prefetch);
   s.grad_sync = std::make_unique<GradientSync>(
       *s.model, static_cast<int64_t>(config.runtime.grad_bucket_mb * 1024 * 1024));
   s.gpt = std::make_unique<Gpt2>(config.model);
@@ -81,6 +82,7 @@ StepResult train_step(TrainState& s, bool inject_nan) {
   s.grad_sync->begin();
   loss.backward();  // data-parallel all-reduces start from inside, bucket by bucket
   s.grad_sync->finish();
+  model.fsdp_prefetcher().drain();  // nothing may still read the shards AdamW is about to update
   result.grad_norm = global_grad_norm(model);
   result.loss = global_mean(loss, model);
   result.timings.backward_ms = ms_since(phase);

@@ -132,6 +132,10 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   if (leader) fmt::print("done: {} steps in {}, final loss {:.4f}\n", tc.steps - first_step, format_duration(total_s), last_loss);
   if (graph_bytes >= 0) report_memory(state, graph_bytes);
+  if (const auto& p = state.model->fsdp_prefetcher(); leader && p.total_uses() > 0)
+    fmt::print("FSDP all-gathers: {} of {} weight uses served by a gather started during the previous layer "
+               "(fsdp_prefetched={} fsdp_uses={})\n",
+               p.prefetched_uses(), p.total_uses(), p.prefetched_uses(), p.total_uses());
   state.comm->world().barrier();
   return 0;
 }

@@ -121,10 +121,10 @@ TEST_CASE("training: every collective's gradient matches one-process autograd (4
   for (const auto& r : results) {
     CHECK_MESSAGE(r.exit_code == 0, r.output);
     CHECK(r.output.find("MISMATCH") == std::string::npos);
-    // (6 functions x (forward, grad) + 3 FSDP layers x (forward + 2-3 grads) = 23) x 2 groups
+    // (6 functions x (forward, grad) + 3 FSDP layers x (forward + 2-3 grads) + 2 prefetch = 25) x 2 groups
     size_t oks = 0;
     for (size_t at = r.output.find("ok "); at != std::string::npos; at = r.output.find("ok ", at + 1)) ++oks;
-    CHECK(oks == 46);
+    CHECK(oks == 50);
   }
 }
 
@@ -176,6 +176,44 @@ TEST_CASE("training: FSDP frees gathered weights after use: its graph holds no m
                                         << param_bytes * 0.75);
   CHECK(dp > 0);
   CHECK(fsdp <= dp + 0.1 * param_bytes);
+}
+
+TEST_CASE("training: FSDP prefetch overlaps the next gather and changes no number") {
+  // The prefetched gather is the same all-gather, started one layer earlier: the curves must be
+  // equal bit for bit, and after the first step (which records the order) nearly every use of a
+  // weight must have been served from a gather already in flight.
+  TinyRun run;
+  auto args = mesh_args(test_mesh("fsdp-8"));
+  args.insert(args.end(), {"--set", "mesh.shape=[4]"});
+  auto counts = [](const ProcessResult& r) {
+    auto value = [&](const std::string& key) {
+      auto at = r.output.find(key + "=");
+      REQUIRE_MESSAGE(at != std::string::npos, r.output);
+      return std::stol(r.output.substr(at + key.size() + 1));
+    };
+    return std::make_pair(value("fsdp_prefetched"), value("fsdp_uses"));
+  };
+  std::vector<Curve> curves;
+  std::vector<std::pair<long, long>> served;
+  for (const char* prefetch : {"true", "false"}) {
+    auto with = args;
+    with.insert(with.end(), {"--set", std::string("runtime.fsdp_prefetch=") + prefetch});
+    const std::string out = run.dir.file(std::string("prefetch-") + prefetch);
+    auto r = run_train(run, out, with);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    served.push_back(counts(r));
+    curves.push_back(read_metrics(out + "/metrics.jsonl"));
+  }
+  // 12 steps and 3 evaluations of 2 batches: 18 forwards and 12 backwards over 2 layers.
+  const auto [hits, uses] = served[0];
+  MESSAGE("prefetch on: " << hits << " of " << uses << " weight uses served by a prefetched gather");
+  CHECK(uses == served[1].second);
+  CHECK(served[1].first == 0);
+  CHECK(hits >= uses * 8 / 10);
+  REQUIRE(curves[0].loss.size() == curves[1].loss.size());
+  REQUIRE(curves[0].val_loss.size() == curves[1].val_loss.size());
+  for (size_t i = 0; i < curves[0].loss.size(); ++i) CHECK(curves[0].loss[i] == curves[1].loss[i]);
+  for (size_t i = 0; i < curves[0].val_loss.size(); ++i) CHECK(curves[0].val_loss[i] == curves[1].val_loss[i]);
 }
 
 TEST_CASE("training: two launchers with --nnodes 2 form one world and match one launcher") {

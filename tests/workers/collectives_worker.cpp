@@ -11,6 +11,7 @@
 #include "comm/collectives.h"
 #include "comm/communicator.h"
 #include "parallel/fsdp_ops.h"
+#include "parallel/fsdp_prefetch.h"
 #include "parallel/vocab_parallel_loss.h"
 #include "train/launcher.h"
 #include "util/error.h"
@@ -38,6 +39,15 @@ at::Tensor data_for(int member, std::vector<int64_t> shape, double salt) {
   int64_t n = 1;
   for (auto s : shape) n *= s;
   return (at::arange(n, at::kDouble).to(at::kFloat) * 0.37 + member * 1.3 + salt).sin().reshape(shape);
+}
+
+void expect_true(const std::string& what, bool ok) {
+  if (ok) {
+    fmt::print("ok {}\n", what);
+  } else {
+    ++failures;
+    fmt::print("MISMATCH {}\n", what);
+  }
 }
 
 at::Tensor leaf(const at::Tensor& t) { return t.clone().set_requires_grad(true); }
@@ -180,6 +190,30 @@ void check_group(const Group& g, const std::string& label) {
     expect_close(label + " fsdp_layer_norm grad x", x.grad(), xs[r].grad());
     expect_close(label + " fsdp_layer_norm grad shard", shard.grad(), shards[r].grad());
     expect_close(label + " fsdp_layer_norm grad bias", bias.grad(), data_for(r, {3, C}, 2.2).sum(0));
+  }
+  // FsdpPrefetcher: what it serves equals the plain gather, whether its recorded order holds (then
+  // every use after a pass's first is served by a gather started one use earlier) or changes.
+  {
+    using Pass = FsdpPrefetcher::Pass;
+    FsdpPrefetcher prefetcher;
+    const FsdpGathers gathers{{0, &g}};
+    std::vector<at::Tensor> shards;
+    for (int k = 0; k < 3; ++k) shards.push_back(data_for(r, {2, 3}, 3.0 + k));
+    auto pass = [&](const std::vector<int>& order) {
+      prefetcher.begin_forward();
+      bool same = true;
+      for (int k : order)
+        same = at::equal(prefetcher.gather(shards[k], gathers, Pass::kForward), fsdp_gather(shards[k], gathers)) && same;
+      return same;
+    };
+    const bool recorded = pass({0, 1, 2});
+    const bool repeated = pass({0, 1, 2}) && pass({0, 1, 2});
+    const int64_t served_ahead = prefetcher.prefetched_uses();
+    const bool changed = pass({0, 2, 1}) && pass({0, 1});
+    prefetcher.drain();
+    expect_true(label + " fsdp prefetch values", recorded && repeated && changed);
+    expect_true(label + " fsdp prefetch served ahead " + std::to_string(served_ahead) + " of 4",
+                served_ahead == 4 && prefetcher.total_uses() == 14);
   }
   // vocab_parallel_cross_entropy vs at::cross_entropy on the full logits, with padding columns.
   {
