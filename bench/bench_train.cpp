@@ -57,7 +57,7 @@ void setup_bench(CLI::App& app, BenchOptions& opt) {
   app.add_option("--steps", opt.steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--nproc", opt.nproc, "ranks to fork on this machine (default: the mesh's size)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--peak-size", opt.peak_size, "n of the n^3 fp32 matmul that measures the peak")
+  app.add_option("--peak-size", opt.peak_size, "n of the n^3 matmul (in model.matmul_dtype) that measures the peak")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", opt.json_path, "write the results as JSON here (rank 0)");
   app.add_option("--trace", opt.trace_path,
@@ -75,8 +75,8 @@ double median(std::vector<double> v) {
 }
 
 // Best-of-5 GFLOP/s of an n x n x n fp32 at::mm on this process's intra-op threads.
-double measure_matmul_gflops(int64_t n) {
-  at::Tensor a = at::randn({n, n}), b = at::randn({n, n}), c = at::empty({n, n});
+double measure_matmul_gflops(int64_t n, at::ScalarType dtype) {
+  at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype), c = at::empty({n, n}, dtype);
   at::mm_out(c, a, b);  // warm: threads, pages
   double best_s = 1e30;
   for (int k = 0; k < 5; ++k) {
@@ -135,7 +135,10 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   // The peak, measured with every rank multiplying at once (they share the cores, as in training),
   // before and after the steps; the better of the two counts (a busy machine only lowers it).
   world.barrier();
-  double peak_gflops_rank = measure_matmul_gflops(opt.peak_size);
+  // The peak of the dtype the dense products use (model.matmul_dtype).
+  const bool bf16 = config.model.matmul_dtype == "bfloat16";
+  const at::ScalarType peak_dtype = bf16 ? at::kBFloat16 : at::kFloat;
+  double peak_gflops_rank = measure_matmul_gflops(opt.peak_size, peak_dtype);
 
   std::vector<spmd::StepTimings> timed;
   std::vector<double> losses, cpu_ms;
@@ -155,7 +158,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     for (int k = 0; k < 3; ++k) spmd::train_step(state);
   }
   world.barrier();
-  peak_gflops_rank = std::max(peak_gflops_rank, measure_matmul_gflops(opt.peak_size));
+  peak_gflops_rank = std::max(peak_gflops_rank, measure_matmul_gflops(opt.peak_size, peak_dtype));
   const double peak_gflops = scalar_across(world, peak_gflops_rank, false);
   // Each rank's own step times; the step is synchronous, so rank 0's stand for the mesh.
   std::vector<double> totals;
@@ -211,9 +214,9 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   fmt::print("  median step split  data {:.2f} | forward {:.2f} | backward {:.2f} | optimizer {:.2f} ms; "
              "collectives {:.2f} ms of forward+backward\n",
              mid.data_ms, mid.forward_ms, mid.backward_ms, mid.optimizer_ms, mid.collective_ms);
-  fmt::print("  MFU                {:.1f}%  ({:.1f} GFLOP/s achieved of {:.1f} GFLOP/s peak: {} x {}^3 fp32 at::mm, "
+  fmt::print("  MFU                {:.1f}%  ({:.1f} GFLOP/s achieved of {:.1f} GFLOP/s peak: {} x {}^3 {} at::mm, "
              "best of 5 before and after; {:.0f} model FLOPs/token = 6*{} + 12*{}*{}*{})\n",
-             100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, flops_per_token, n_params,
+             100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, bf16 ? "bf16" : "fp32", flops_per_token, n_params,
              m.n_layer, m.block_size, m.n_embd);
   fmt::print("  peak memory        rank 0 {:.1f} MiB | max over ranks {:.1f} MiB (ru_maxrss)", rss_rank0, rss_max);
   if (alloc.installed) fmt::print("; tensors {:.1f} MiB (max over ranks)", tensor_peak_mib);
@@ -264,6 +267,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["achieved_gflops"] = achieved_gflops;
     j["matmul_peak_gflops"] = peak_gflops;
     j["matmul_peak_size"] = opt.peak_size;
+    j["matmul_dtype"] = config.model.matmul_dtype;
     j["mfu"] = mfu;
     j["peak_tensor_mib_max_over_ranks"] = alloc.installed ? nlohmann::json(tensor_peak_mib) : nlohmann::json();
     j["gradient_buckets"] = buckets;

@@ -145,7 +145,7 @@ std::vector<ShardingRule> read_sharding_rules(const MapReader& top, const MeshCo
 ModelConfig read_model(const MapReader& top) {
   ModelConfig m;
   MapReader r = top.section(
-      "model", {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias"});
+      "model", {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias", "matmul_dtype"});
   read_positive(r, "vocab_size", m.vocab_size);
   read_positive(r, "block_size", m.block_size);
   read_positive(r, "n_layer", m.n_layer);
@@ -155,6 +155,7 @@ ModelConfig read_model(const MapReader& top) {
   read_positive(r, "n_embd", m.n_embd);
   read_fraction(r, "dropout", m.dropout);
   r.read("bias", m.bias);
+  read_choice(r, "matmul_dtype", m.matmul_dtype, {"float32", "bfloat16"});
   if (m.n_embd % m.n_head != 0)
     r.fail("n_embd", fmt::format("{} is not divisible by model.n_head = {} (each head gets "
                                  "n_embd / n_head channels)",
@@ -333,6 +334,7 @@ std::string to_yaml(const Config& c) {
   field("n_embd", c.model.n_embd);
   number("dropout", c.model.dropout);
   field("bias", c.model.bias);
+  field("matmul_dtype", c.model.matmul_dtype);
   out << YAML::EndMap;
 
   section("data");

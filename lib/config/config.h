@@ -26,6 +26,9 @@ struct ModelConfig {
   int64_t n_embd = 128;
   double dropout = 0.0;
   bool bias = true;          // biases in linear layers and LayerNorms
+  // Operands of the dense products and the LM head: float32, or bfloat16 (float32 accumulation,
+  // as autocast); parameters, optimizer state, attention, LayerNorm and the loss stay float32.
+  std::string matmul_dtype = "float32";
 };
 
 struct DataConfig {

@@ -101,20 +101,37 @@ at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& w, const at::Tens
   return FusedLinear::apply(x, w, bias.defined() ? bias : at::empty({0}, x.options()));
 }
 
-at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+namespace {
+// x w (+ bias) with operands rounded to `dtype` and the result in x's dtype; autograd-aware.
+at::Tensor reduced_precision_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                                     at::ScalarType dtype) {
+  at::Tensor y = at::mm(x.to(dtype), w.to(dtype)).to(x.scalar_type());
+  return bias.defined() ? y + bias : y;
+}
+}  // namespace
+
+at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                         at::ScalarType operand_dtype) {
+  if (operand_dtype != x.scalar_type()) return reduced_precision_product(x, w, bias, operand_dtype);
   if (fused_linear_supports(x, w)) return fused_linear(x, w, bias);
   return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
 }
 
-at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                          at::ScalarType operand_dtype) {
+  if (operand_dtype != x.scalar_type()) return reduced_precision_product(x, w, bias, operand_dtype);
   if (fused_linear_supports(x, w)) return gemm_forward(x, w, bias);
   return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
 }
 
 LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
-                            bool need_dw, bool need_dbias) {
+                            bool need_dw, bool need_dbias, at::ScalarType operand_dtype) {
   LinearGrads g;
-  if (fused_linear_supports(x, w)) {
+  if (operand_dtype != x.scalar_type()) {
+    const at::Tensor dy_r = dy.to(operand_dtype);
+    if (need_dx) g.dx = at::mm(dy_r, w.to(operand_dtype).t()).to(x.scalar_type());
+    if (need_dw) g.dw = at::mm(x.to(operand_dtype).t(), dy_r).to(x.scalar_type());
+  } else if (fused_linear_supports(x, w)) {
     g = gemm_backward(x, w, dy, need_dx, need_dw);
   } else {
     if (need_dx) g.dx = at::mm(dy, w.t());

@@ -51,13 +51,14 @@ at::Tensor as_matrix(const at::Tensor& w, int64_t k, bool transposed) { return t
 struct FsdpLinear : torch::autograd::Function<FsdpLinear> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& shard,
                             const at::Tensor& bias, const FsdpGathers* gathers, bool transposed,
-                            FsdpPrefetcher* prefetcher) {
+                            FsdpPrefetcher* prefetcher, at::ScalarType operand_dtype) {
     save_gathers(ctx, *gathers, prefetcher);
     ctx->saved_data["transposed"] = transposed;
+    ctx->saved_data["operand_dtype"] = static_cast<int64_t>(operand_dtype);
     ctx->saved_data["has_bias"] = bias.numel() > 0;
     ctx->save_for_backward({x, shard});
     at::Tensor w = as_matrix(gather(shard, *gathers, prefetcher, Pass::kForward), x.size(1), transposed);
-    return linear_forward(x, w, bias.numel() > 0 ? bias : at::Tensor());
+    return linear_forward(x, w, bias.numel() > 0 ? bias : at::Tensor(), operand_dtype);
   }  // the gathered weight is freed here
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -69,14 +70,15 @@ struct FsdpLinear : torch::autograd::Function<FsdpLinear> {
     at::Tensor full = gather_in_backward(ctx, shard, gathers);
     LinearGrads g = linear_backward(x, as_matrix(full, x.size(1), transposed), grads[0], ctx->needs_input_grad(0),
                                     ctx->needs_input_grad(1),
-                                    ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2));
+                                    ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2),
+                                    static_cast<at::ScalarType>(ctx->saved_data["operand_dtype"].toInt()));
     at::Tensor dshard;
     if (g.dw.defined()) {
       at::Tensor dfull = transposed ? g.dw.t() : g.dw.reshape(full.sizes());
       full = at::Tensor();  // free the gathered weight before the gradient's collective
       dshard = fsdp_reduce_scatter(dfull.contiguous(), gathers);
     }
-    return {g.dx, dshard, g.dbias, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {g.dx, dshard, g.dbias, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -136,8 +138,9 @@ at::Tensor bias_or_empty(const at::Tensor& bias, const at::Tensor& like) {
 }  // namespace
 
 at::Tensor fsdp_linear(const at::Tensor& x, const at::Tensor& weight_shard, const FsdpGathers& gathers,
-                       bool transposed, const at::Tensor& bias, FsdpPrefetcher* prefetcher) {
-  return FsdpLinear::apply(x, weight_shard, bias_or_empty(bias, x), &gathers, transposed, prefetcher);
+                       bool transposed, const at::Tensor& bias, FsdpPrefetcher* prefetcher,
+                       at::ScalarType operand_dtype) {
+  return FsdpLinear::apply(x, weight_shard, bias_or_empty(bias, x), &gathers, transposed, prefetcher, operand_dtype);
 }
 
 at::Tensor fsdp_embedding(const at::Tensor& ids, const at::Tensor& table_shard, const FsdpGathers& gathers,

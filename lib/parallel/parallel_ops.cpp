@@ -66,9 +66,9 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   at::Tensor b = fold_bias ? param(bias).reshape({-1}) : at::Tensor();
   at::Tensor y;
   if (!gathers.empty()) {
-    y = fsdp_linear(x2, shard(weight), gathers, /*transposed=*/false, b, prefetcher());
+    y = fsdp_linear(x2, shard(weight), gathers, /*transposed=*/false, b, prefetcher(), matmul_dtype());
   } else {
-    y = dense_product(x2, param(weight).reshape({k, -1}), b);  // (K, N) weight
+    y = dense_product(x2, param(weight).reshape({k, -1}), b, matmul_dtype());  // (K, N) weight
   }
   y = y.view(out_shape);
   // Row-parallel: each shard of the input features gives a partial sum.
@@ -103,9 +103,10 @@ at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& t
   const FsdpGathers gathers = fsdp_gathers(layout);
   at::Tensor logits;  // (B*T, V_local)
   if (!gathers.empty()) {
-    logits = fsdp_linear(x2, shard(table), gathers, /*transposed=*/true, at::Tensor(), prefetcher());
+    logits = fsdp_linear(x2, shard(table), gathers, /*transposed=*/true, at::Tensor(), prefetcher(),
+                         matmul_dtype());
   } else {
-    logits = dense_product(x2, param(table).t());  // the (V_local, C) table used in place as W^T
+    logits = dense_product(x2, param(table).t(), at::Tensor(), matmul_dtype());  // the (V_local, C) table as W^T
   }
   const int64_t rows = logits.size(1);
   const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;

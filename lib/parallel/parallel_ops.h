@@ -34,6 +34,10 @@ class ParallelOps : public ModelOps {
   at::Tensor shard(const std::string& name) const;             // this rank's stored block
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
   FsdpPrefetcher* prefetcher() { return &model_.fsdp_prefetcher(); }
+  // The operand dtype of dense products (model.matmul_dtype).
+  at::ScalarType matmul_dtype() const {
+    return model_.layout().model.matmul_dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
+  }
 
   ShardedModel& model_;
   uint64_t seed_;

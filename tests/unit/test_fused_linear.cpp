@@ -83,6 +83,48 @@ TEST_CASE("fused linear: what it does not take") {
   CHECK(at::allclose(dense_product(xd, wd), at::mm(xd, wd)));
 }
 
+TEST_CASE("bfloat16 operands: dense_product and linear_forward/backward vs products of the rounded operands") {
+  // The reference: float64 products of the operands rounded to bfloat16, the result rounded once
+  // more (libtorch's bf16 mm writes bf16). Tolerance: two bf16 roundings of the result (2^-8 each)
+  // relative to the sum of |terms|, which bounds the accumulation error too.
+  at::manual_seed(11);
+  const int64_t M = 48, K = 40, N = 24;
+  auto rounded = [](const at::Tensor& t) { return t.detach().to(at::kBFloat16).to(at::kDouble); };
+  auto close = [](const at::Tensor& got, const at::Tensor& want, const at::Tensor& scale) {
+    return ((got.to(at::kDouble) - want).abs() <= scale * (2.0 / 256) + 1e-6).all().item<bool>();
+  };
+  for (bool transposed : {false, true}) {
+    CAPTURE(transposed);
+    at::Tensor x = at::randn({M, K}).requires_grad_(true);
+    at::Tensor stored = (transposed ? at::randn({N, K}) : at::randn({K, N})).requires_grad_(true);
+    at::Tensor bias = at::randn({N}).requires_grad_(true);
+    at::Tensor w = transposed ? stored.t() : stored;
+    at::Tensor dy = at::randn({M, N});
+
+    at::Tensor y = dense_product(x, w, bias, at::kBFloat16);
+    CHECK((y.scalar_type() == at::kFloat));
+    at::Tensor want = at::mm(rounded(x), rounded(w)) + bias.detach().to(at::kDouble);
+    CHECK(close(y, want, at::mm(rounded(x).abs(), rounded(w).abs()) + bias.detach().abs().to(at::kDouble)));
+    // And it is not the float32 product: bf16 rounding shows at this size.
+    CHECK_FALSE(at::equal(y, at::addmm(bias, x, w)));
+
+    auto grads = torch::autograd::grad({y}, {x, stored, bias}, {dy});
+    at::Tensor dx_want = at::mm(rounded(dy), rounded(w).t());
+    at::Tensor dw_want = at::mm(rounded(x).t(), rounded(dy));
+    CHECK(close(grads[0], dx_want, at::mm(rounded(dy).abs(), rounded(w).abs().t())));
+    CHECK(close(transposed ? grads[1].t() : grads[1], dw_want, at::mm(rounded(x).abs().t(), rounded(dy).abs())));
+    CHECK(at::allclose(grads[2], dy.sum(0)));
+
+    // The autograd-free pair used by the FSDP layers computes the same products.
+    at::NoGradGuard no_grad;
+    CHECK(at::equal(linear_forward(x, w, bias, at::kBFloat16), y.detach()));
+    LinearGrads g = linear_backward(x, w, dy, true, true, true, at::kBFloat16);
+    CHECK(at::equal(g.dx, grads[0]));
+    CHECK(at::equal(transposed ? g.dw.t() : g.dw, grads[1]));
+    CHECK(at::allclose(g.dbias, grads[2]));
+  }
+}
+
 TEST_CASE("cpu::parallel_gemm: row and column splits, transposes, through sgemm_ and at::addmm_out") {
   Threads scope(2);
   at::manual_seed(9);

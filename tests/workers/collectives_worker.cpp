@@ -10,6 +10,7 @@
 
 #include "comm/collectives.h"
 #include "comm/communicator.h"
+#include "model/fused_linear.h"
 #include "parallel/fsdp_ops.h"
 #include "parallel/fsdp_prefetch.h"
 #include "parallel/vocab_parallel_loss.h"
@@ -121,14 +122,16 @@ void check_group(const Group& g, const std::string& label) {
     expect_close(label + " scatter_to_group grad", x.grad(), xr.grad());
   }
   // fsdp_linear: each member's own rows x_m times the weight gathered from the shards (dim 0 of a
-  // (K, 2, 3) weight viewed as (K, 6)), plus a full bias. Reference: sum_m <x_m W + b, c_m>.
-  {
+  // (K, 2, 3) weight viewed as (K, 6)), plus a full bias. Reference: sum_m <x_m W + b, c_m>, with
+  // float32 operands and with bfloat16 ones (model.matmul_dtype; reference: dense_product's).
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    const std::string name = label + (dtype == at::kFloat ? " fsdp_linear" : " fsdp_linear bf16");
     const int64_t K = 2 * n;
     FsdpGathers gathers{{0, &g}};
     at::Tensor x = leaf(data_for(r, {4, K}, 1.2));
     at::Tensor shard = leaf(data_for(r, {2, 2, 3}, 1.3));
     at::Tensor bias = leaf(data_for(0, {6}, 1.4));
-    at::Tensor y = fsdp_linear(x, shard, gathers, false, bias);
+    at::Tensor y = fsdp_linear(x, shard, gathers, false, bias, nullptr, dtype);
     (y * data_for(r, {4, 6}, 1.5)).sum().backward();
     std::vector<at::Tensor> xs, shards;
     for (int m = 0; m < n; ++m) {
@@ -138,13 +141,13 @@ void check_group(const Group& g, const std::string& label) {
     at::Tensor w = at::cat(shards, 0).reshape({K, 6});
     at::Tensor b = leaf(data_for(0, {6}, 1.4));
     at::Tensor total = at::zeros({}, at::kFloat);
-    for (int m = 0; m < n; ++m) total = total + ((at::mm(xs[m], w) + b) * data_for(m, {4, 6}, 1.5)).sum();
+    for (int m = 0; m < n; ++m) total = total + (dense_product(xs[m], w, b, dtype) * data_for(m, {4, 6}, 1.5)).sum();
     total.backward();
-    expect_close(label + " fsdp_linear forward", y.detach(), (at::mm(xs[r], w) + b).detach());
-    expect_close(label + " fsdp_linear grad x", x.grad(), xs[r].grad());
-    expect_close(label + " fsdp_linear grad shard", shard.grad(), shards[r].grad());
+    expect_close(name + " forward", y.detach(), dense_product(xs[r], w, b, dtype).detach());
+    expect_close(name + " grad x", x.grad(), xs[r].grad());
+    expect_close(name + " grad shard", shard.grad(), shards[r].grad());
     // The bias is replicated: each member's gradient is its own part of the sum.
-    expect_close(label + " fsdp_linear grad bias", bias.grad(), data_for(r, {4, 6}, 1.5).sum(0));
+    expect_close(name + " grad bias", bias.grad(), data_for(r, {4, 6}, 1.5).sum(0));
   }
   // fsdp_linear transposed (the tied LM head): the shards are columns (dim 1) of a (V, K) table.
   {
