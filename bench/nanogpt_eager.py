@@ -105,6 +105,10 @@ class EagerGPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+def autocast(args):
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast)
+
+
 def train(args, model, optimizer, get_batch, data, B, T):
     val = np.memmap(os.path.join(os.path.dirname(args.data), "val.bin"), dtype=np.uint16, mode="r")
     order, cursor = [], 0
@@ -153,20 +157,29 @@ def train(args, model, optimizer, get_batch, data, B, T):
         model.train()
         return total / count
 
+    fed = np.fromfile(args.batches, dtype=np.uint16).reshape(-1, T + 1) if args.batches else None
+    loss_log = open(args.loss_log, "w") if args.loss_log else None
     t0 = time.perf_counter()
     for it in range(args.train):
         for group in optimizer.param_groups:
             group["lr"] = lr_at(it)
-        X, Y = window_batch() if args.windows else get_batch()
-        loss = model(X, Y)
+        if fed is not None:  # spmd-train's own batches (bench/dump_batches)
+            rows = torch.from_numpy(fed[it * B:(it + 1) * B].astype(np.int64))
+            X, Y = rows[:, :T].contiguous(), rows[:, 1:].contiguous()
+        else:
+            X, Y = window_batch() if args.windows else get_batch()
+        with autocast(args):
+            loss = model(X, Y)
         loss.backward()
+        if loss_log:
+            loss_log.write(json.dumps({"step": it + 1, "loss": loss.item()}) + "\n")
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if (it + 1) % 250 == 0:
             print(f"step {it + 1}: train loss {loss.item():.4f}, val (20 batches) {val_loss(20):.4f}", flush=True)
     print(f"nanogpt_eager: {args.train} steps in {time.perf_counter() - t0:.0f} s, feeding "
-          f"{'stride-T windows' if args.windows else 'random offsets'}: val loss {val_loss(20):.4f} (20 batches), "
+          f"{'spmd-train batches' if fed is not None else 'stride-T windows' if args.windows else 'random offsets'}: val loss {val_loss(20):.4f} (20 batches), "
           f"{val_loss(200):.4f} (200 batches), {val_loss_whole_split():.4f} (whole split, stride-T windows)")
 
 
@@ -208,6 +221,13 @@ def main():
     ap.add_argument("--windows", action="store_true",
                     help="with --train: feed non-overlapping block_size windows in a shuffled order each epoch "
                          "(as spmd-train's loader) instead of nanoGPT's random offsets")
+    ap.add_argument("--autocast", action="store_true",
+                    help="forward under torch.autocast('cpu', bfloat16): eager's counterpart of "
+                         "model.matmul_dtype: bfloat16")
+    ap.add_argument("--batches", metavar="FILE",
+                    help="with --train: feed these rows of block_size + 1 tokens in order (bench/dump_batches "
+                         "writes spmd-train's)")
+    ap.add_argument("--loss-log", metavar="FILE", help="with --train: write each step's loss as JSON lines")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -240,7 +260,8 @@ def main():
     for k in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         X, Y = get_batch()
-        loss = model(X, Y)
+        with autocast(args):
+            loss = model(X, Y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -258,9 +279,9 @@ def main():
     result = dict(preset=args.preset, torch=torch.__version__, threads=args.threads, params=n, tokens_per_step=B * T,
                   median_step_ms=median_ms, min_step_ms=min(times), tokens_per_s=tokens_per_s,
                   achieved_gflops=flops_per_token * tokens_per_s / 1e9, step_ms=times, losses=losses,
-                  loadavg_1m=os.getloadavg()[0])
+                  autocast_bf16=args.autocast, loadavg_1m=os.getloadavg()[0])
     print(f"nanogpt_eager: {args.preset} | torch {torch.__version__} | {args.threads} thread(s) | {n} params | "
-          f"{B * T} tokens/step | load {result['loadavg_1m']:.2f}")
+          f"{B * T} tokens/step | {'bf16 autocast' if args.autocast else 'fp32'} | load {result['loadavg_1m']:.2f}")
     print(f"  tokens/s      {tokens_per_s:.0f}")
     print(f"  median step   {median_ms:.2f} ms (min {min(times):.2f})")
     print(f"  model FLOP/s  {result['achieved_gflops']:.1f} GFLOP/s (6N + 12 L T C per token)")
