@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "model/fused_linear.h"
 #include "model/gpt2_params.h"
 #include "parallel/layout.h"
 #include "train/launcher.h"
@@ -74,7 +75,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Best-of-5 GFLOP/s of an n x n x n fp32 at::mm on this process's intra-op threads.
+// Best-of-5 GFLOP/s of an n x n x n at::mm in `dtype` on this process's intra-op threads.
 double measure_matmul_gflops(int64_t n, at::ScalarType dtype) {
   at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype), c = at::empty({n, n}, dtype);
   at::mm_out(c, a, b);  // warm: threads, pages
@@ -136,8 +137,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   // before and after the steps; the better of the two counts (a busy machine only lowers it).
   world.barrier();
   // The peak of the dtype the dense products use (model.matmul_dtype).
-  const bool bf16 = config.model.matmul_dtype == "bfloat16";
-  const at::ScalarType peak_dtype = bf16 ? at::kBFloat16 : at::kFloat;
+  const at::ScalarType peak_dtype = spmd::matmul_operand_dtype(config.model.matmul_dtype);
   double peak_gflops_rank = measure_matmul_gflops(opt.peak_size, peak_dtype);
 
   std::vector<spmd::StepTimings> timed;
@@ -216,7 +216,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
              mid.data_ms, mid.forward_ms, mid.backward_ms, mid.optimizer_ms, mid.collective_ms);
   fmt::print("  MFU                {:.1f}%  ({:.1f} GFLOP/s achieved of {:.1f} GFLOP/s peak: {} x {}^3 {} at::mm, "
              "best of 5 before and after; {:.0f} model FLOPs/token = 6*{} + 12*{}*{}*{})\n",
-             100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, bf16 ? "bf16" : "fp32", flops_per_token, n_params,
+             100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, config.model.matmul_dtype, flops_per_token, n_params,
              m.n_layer, m.block_size, m.n_embd);
   fmt::print("  peak memory        rank 0 {:.1f} MiB | max over ranks {:.1f} MiB (ru_maxrss)", rss_rank0, rss_max);
   if (alloc.installed) fmt::print("; tensors {:.1f} MiB (max over ranks)", tensor_peak_mib);

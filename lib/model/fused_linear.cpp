@@ -110,11 +110,15 @@ at::Tensor reduced_precision_product(const at::Tensor& x, const at::Tensor& w, c
 }
 }  // namespace
 
+at::ScalarType matmul_operand_dtype(const std::string& name) {
+  SPMD_ASSERT(name == "float32" || name == "bfloat16", "matmul dtype '{}'", name);
+  return name == "bfloat16" ? at::kBFloat16 : at::kFloat;
+}
+
 at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                          at::ScalarType operand_dtype) {
-  if (operand_dtype != x.scalar_type()) return reduced_precision_product(x, w, bias, operand_dtype);
-  if (fused_linear_supports(x, w)) return fused_linear(x, w, bias);
-  return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
+  if (operand_dtype == x.scalar_type() && fused_linear_supports(x, w)) return fused_linear(x, w, bias);
+  return linear_forward(x, w, bias, operand_dtype);  // here only libtorch ops, which autograd records
 }
 
 at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,

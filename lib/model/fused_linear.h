@@ -4,6 +4,8 @@
 // beats the BLAS's own threading of these small matrices, which spends a pass zeroing C and
 // hands off threads inside every call. test_fused_linear checks it against at::mm/at::addmm.
 #pragma once
+#include <string>
+
 #include <ATen/ATen.h>
 
 namespace spmd {
@@ -24,6 +26,9 @@ at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& w, const at::Tens
 // likewise. The bias is added in x's dtype.
 at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor(),
                          at::ScalarType operand_dtype = at::kFloat);
+
+// The operand dtype a model.matmul_dtype names ("float32", "bfloat16").
+at::ScalarType matmul_operand_dtype(const std::string& name);
 
 // The same products without autograd, for nodes with their own backward (an FSDP layer gathers
 // its weight again there instead of keeping it). Any x (rows, K) and w (K, N): parallel_gemm

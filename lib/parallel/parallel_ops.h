@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/fused_linear.h"
 #include "model/model_ops.h"
 #include "parallel/fsdp_ops.h"
 #include "parallel/sharded_model.h"
@@ -35,9 +36,7 @@ class ParallelOps : public ModelOps {
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
   FsdpPrefetcher* prefetcher() { return &model_.fsdp_prefetcher(); }
   // The operand dtype of dense products (model.matmul_dtype).
-  at::ScalarType matmul_dtype() const {
-    return model_.layout().model.matmul_dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
-  }
+  at::ScalarType matmul_dtype() const { return matmul_operand_dtype(model_.layout().model.matmul_dtype); }
 
   ShardedModel& model_;
   uint64_t seed_;

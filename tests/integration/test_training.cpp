@@ -211,8 +211,7 @@ TEST_CASE("training: FSDP prefetch overlaps the next gather and changes no numbe
   // equal bit for bit, and after the first step (which records the order) nearly every use of a
   // weight must have been served from a gather already in flight.
   TinyRun run;
-  auto args = mesh_args(test_mesh("fsdp-8"));
-  args.insert(args.end(), {"--set", "mesh.shape=[4]"});
+  auto args = mesh_args({"fsdp-4", "[4]", "[fsdp]", test_mesh("fsdp-8").rules});
   auto counts = [](const ProcessResult& r) {
     auto value = [&](const std::string& key) {
       auto at = r.output.find(key + "=");
