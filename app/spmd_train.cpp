@@ -15,6 +15,7 @@
 #include "util/caching_cpu_allocator.h"
 #include "util/error.h"
 #include "util/guarded_main.h"
+#include "util/test_hooks.h"
 
 namespace {
 
@@ -56,12 +57,6 @@ void setup_train(CLI::App& app, TrainCliOptions& opt) {
   app.add_option("--resume", opt.train.resume_path,
                  "continue from a checkpoint: PATH, or the newest in checkpoint.dir when given no value")
       ->expected(0, 1);
-  app.add_option("--dump-init", opt.train.dump_init_dir, "write the initialized global parameters to DIR");
-  app.add_option("--inject-nan-at-step", opt.train.inject_nan_at_step, "testing: make the loss NaN at step N")
-      ->group("");
-  app.add_option("--crash-during-save-at-step", opt.train.crash_during_save_at_step,
-                 "testing: rank 0 dies inside this step's checkpoint save")
-      ->group("");
 }
 
 // One training process: its threads, the caching allocator (large activations are reused from
@@ -78,7 +73,8 @@ int run_worker(const spmd::Config& config, const spmd::RendezvousInfo& rendezvou
 int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
   spmd::Config config = spmd::load_config(opt.config_path, opt.overrides);
   spmd::ModelLayout layout = spmd::plan_layout(config);  // layout errors before any process starts
-  spmd::resolve_runtime(config.runtime);
+  spmd::resolve_runtime(config.runtime);  // cuda/nccl where they cannot run: exit 2 before any process starts
+  spmd::test_hooks();                     // a malformed SPMD_TEST_HOOKS, likewise
   const int mesh_size = static_cast<int>(layout.mesh.size());
 
   spmd::RendezvousInfo rendezvous;

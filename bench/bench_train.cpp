@@ -26,9 +26,10 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
-#include "model/fused_linear.h"
+#include "kernels/kernels.h"
 #include "model/gpt2_params.h"
 #include "parallel/layout.h"
+#include "comm/backend.h"
 #include "train/launcher.h"
 #include "train/train_state.h"
 #include "util/caching_cpu_allocator.h"
@@ -75,14 +76,18 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Best-of-5 GFLOP/s of an n x n x n at::mm in `dtype` on this process's intra-op threads.
-double measure_matmul_gflops(int64_t n, at::ScalarType dtype) {
-  at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype), c = at::empty({n, n}, dtype);
-  at::mm_out(c, a, b);  // warm: threads, pages
+// Best-of-5 GFLOP/s of an n x n x n at::mm in `dtype` on `device` (on the CPU: this process's
+// intra-op threads). On CUDA each product is timed from a synchronized start to a synchronized end.
+double measure_matmul_gflops(int64_t n, at::ScalarType dtype, c10::Device device) {
+  const auto options = at::TensorOptions().dtype(dtype).device(device);
+  at::Tensor a = at::randn({n, n}).to(options), b = at::randn({n, n}).to(options), c = at::empty({n, n}, options);
+  at::mm_out(c, a, b);  // warm: threads, pages, cuBLAS handles
+  spmd::synchronize(device);
   double best_s = 1e30;
   for (int k = 0; k < 5; ++k) {
     auto start = Clock::now();
     at::mm_out(c, a, b);
+    spmd::synchronize(device);
     best_s = std::min(best_s, std::chrono::duration<double>(Clock::now() - start).count());
   }
   return 2.0 * static_cast<double>(n * n * n) / best_s / 1e9;
@@ -129,7 +134,8 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   if (!opt.default_allocator) spmd::install_caching_cpu_allocator();
 
   spmd::TrainState state = spmd::build_train_state(config, rendezvous, single_process);
-  const spmd::Group& world = state.comm->world();
+  const spmd::Group& world = state.comm->control();  // CPU scalars: the Gloo control group
+  const c10::Device device = state.comm->device();
   const bool leader = state.rank() == 0;
   const int world_size = static_cast<int>(state.model->layout().mesh.size());
 
@@ -137,17 +143,18 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   // before and after the steps; the better of the two counts (a busy machine only lowers it).
   world.barrier();
   // The peak of the dtype the dense products use (model.matmul_dtype).
-  const at::ScalarType peak_dtype = spmd::matmul_operand_dtype(config.model.matmul_dtype);
-  double peak_gflops_rank = measure_matmul_gflops(opt.peak_size, peak_dtype);
+  const at::ScalarType peak_dtype = spmd::kernels::matmul_operand_dtype(config.model.matmul_dtype);
+  double peak_gflops_rank = measure_matmul_gflops(opt.peak_size, peak_dtype, device);
 
   std::vector<spmd::StepTimings> timed;
   std::vector<double> losses, cpu_ms;
   for (int k = 0; k < opt.warmup + opt.steps; ++k) {
     const double cpu_start = process_cpu_ms();
     spmd::StepResult r = spmd::train_step(state);
+    spmd::synchronize(device);  // on CUDA the step only queued its work; time it done
     if (k >= opt.warmup) {
       timed.push_back(r.timings);
-      losses.push_back(r.loss);
+      losses.push_back(r.loss.item<double>());
       cpu_ms.push_back(process_cpu_ms() - cpu_start);
     }
   }
@@ -158,7 +165,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     for (int k = 0; k < 3; ++k) spmd::train_step(state);
   }
   world.barrier();
-  peak_gflops_rank = std::max(peak_gflops_rank, measure_matmul_gflops(opt.peak_size, peak_dtype));
+  peak_gflops_rank = std::max(peak_gflops_rank, measure_matmul_gflops(opt.peak_size, peak_dtype, device));
   const double peak_gflops = scalar_across(world, peak_gflops_rank, false);
   // Each rank's own step times; the step is synchronous, so rank 0's stand for the mesh.
   std::vector<double> totals;
@@ -177,7 +184,10 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   const double rss_rank0 = scalar_across(world, leader ? max_rss_mib() : 0.0, false);
   const double rss_max = scalar_across(world, max_rss_mib(), true);
   const auto alloc = spmd::caching_cpu_allocator_stats();
-  const double tensor_peak_mib = scalar_across(world, static_cast<double>(alloc.peak_live_bytes) / (1 << 20), true);
+  const int64_t device_peak = spmd::peak_device_tensor_bytes(device);  // -1 on the CPU
+  const double tensor_peak_mib = scalar_across(
+      world, static_cast<double>(device_peak >= 0 ? device_peak : alloc.peak_live_bytes) / (1 << 20), true);
+  const bool tensor_peak_known = alloc.installed || device_peak >= 0;
   const int64_t buckets = state.grad_sync->num_buckets();
   const int64_t buckets_early = state.grad_sync->buckets_started_during_backward();
   const auto& prefetcher = state.model->fsdp_prefetcher();
@@ -201,9 +211,9 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
 
-  fmt::print("bench_train: {} | mesh {} | {} rank(s) x {} thread(s) | {} params | {} tokens/step | "
+  fmt::print("bench_train: {} | mesh {} | {} rank(s) on {} x {} thread(s) | {} params | {} tokens/step | "
              "{} warmup + {} timed steps | allocator {} | load {:.2f}\n",
-             config.source_path, state.model->layout().mesh.describe(), world_size, threads, n_params,
+             config.source_path, state.model->layout().mesh.describe(), world_size, device.str(), threads, n_params,
              tokens_per_step, opt.warmup, opt.steps, opt.default_allocator ? "libtorch default" : "caching",
              load[0]);
   fmt::print("  tokens/s           {:.0f}\n", tokens_per_s);
@@ -219,7 +229,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
              100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, config.model.matmul_dtype, flops_per_token, n_params,
              m.n_layer, m.block_size, m.n_embd);
   fmt::print("  peak memory        rank 0 {:.1f} MiB | max over ranks {:.1f} MiB (ru_maxrss)", rss_rank0, rss_max);
-  if (alloc.installed) fmt::print("; tensors {:.1f} MiB (max over ranks)", tensor_peak_mib);
+  if (tensor_peak_known) fmt::print("; tensors on {} {:.1f} MiB (max over ranks)", device.str(), tensor_peak_mib);
   fmt::print("\n");
   if (buckets > 0)
     fmt::print("  gradient sync      {} bucket(s), {} all-reduced while backward ran (last step)\n", buckets,
@@ -269,7 +279,8 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["matmul_peak_size"] = opt.peak_size;
     j["matmul_dtype"] = config.model.matmul_dtype;
     j["mfu"] = mfu;
-    j["peak_tensor_mib_max_over_ranks"] = alloc.installed ? nlohmann::json(tensor_peak_mib) : nlohmann::json();
+    j["device"] = device.str();
+    j["peak_tensor_mib_max_over_ranks"] = tensor_peak_known ? nlohmann::json(tensor_peak_mib) : nlohmann::json();
     j["gradient_buckets"] = buckets;
     j["gradient_buckets_started_during_backward"] = buckets_early;
     j["fsdp_weight_uses"] = fsdp_uses;

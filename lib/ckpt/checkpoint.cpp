@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include "inspect/report.h"
 #include "util/durable_file.h"
 #include "util/error.h"
+#include "util/test_hooks.h"
 
 namespace fs = std::filesystem;
 
@@ -30,10 +32,10 @@ std::string step_dir_name(int64_t step) { return fmt::format("step_{:08d}", step
 std::string rank_file_name(int rank) { return fmt::format("rank_{:05d}.safetensors", rank); }
 
 // The local tensor behind array `kind/name` of parameter i.
-at::Tensor& local_array(TrainState& s, const std::string& kind, size_t i) {
-  if (kind == "param") return s.model->params()[i];
-  if (kind == "exp_avg") return s.optimizer->exp_avg()[i];
-  return s.optimizer->exp_avg_sq()[i];
+at::Tensor& local_array(CheckpointState& s, const std::string& kind, size_t i) {
+  if (kind == "param") return s.model.params()[i];
+  if (kind == "exp_avg") return s.optimizer.exp_avg()[i];
+  return s.optimizer.exp_avg_sq()[i];
 }
 
 nlohmann::json model_json(const ModelConfig& m) {
@@ -51,20 +53,20 @@ nlohmann::json read_json_file(const std::string& path) {
   }
 }
 
-// Rank 0 decides, every rank learns: a broadcast of one integer over the world.
-int64_t agree(const TrainState& s, int64_t value) {
+// Rank 0 decides, every rank learns: a broadcast of one integer over the (CPU) control group.
+int64_t agree(const CheckpointState& s, int64_t value) {
   at::Tensor t = at::full({1}, value, at::kLong);
-  s.comm->world().broadcast(t, 0);
+  s.comm.control().broadcast(t, 0);
   return t.item<int64_t>();
 }
 }  // namespace
 
-std::string save_checkpoint(TrainState& s, bool crash_before_commit) {
+std::string save_checkpoint(CheckpointState& s) {
   const std::string dir = s.config.checkpoint.dir;
   const std::string final_dir = dir + "/" + step_dir_name(s.step);
   const std::string tmp_dir = final_dir + ".tmp";
-  const int rank = s.rank();
-  const auto& layout = s.model->layout();
+  const int rank = s.comm.rank();
+  const auto& layout = s.model.layout();
 
   // Rank 0 prepares the temporary directory (a stale one from a crashed save is discarded).
   int64_t exists = 0;
@@ -100,7 +102,7 @@ std::string save_checkpoint(TrainState& s, bool crash_before_commit) {
   }
   write_file_durably(tmp_dir + fmt::format("/manifest_{:05d}.json", rank), manifest.dump());
   fsync_directory(tmp_dir);
-  s.comm->world().barrier();
+  s.comm.control().barrier();
 
   if (rank == 0) {
     nlohmann::json arrays = nlohmann::json::array();
@@ -134,7 +136,7 @@ std::string save_checkpoint(TrainState& s, bool crash_before_commit) {
     nlohmann::json rules = nlohmann::json::array();
     for (const auto& r : layout.rules.rules()) rules.push_back({r.logical, r.mesh_axes});
     nlohmann::json loader_state;
-    to_json(loader_state, s.loader->state());
+    to_json(loader_state, s.loader.state());
     nlohmann::json index{{"format", "spmd-train-checkpoint"},
                          {"version", kFormatVersion},
                          {"step", s.step},
@@ -144,13 +146,13 @@ std::string save_checkpoint(TrainState& s, bool crash_before_commit) {
                          {"padded_vocab", layout.padded_vocab},
                          {"data_iterator", loader_state},
                          {"rng", {{"kind", "counter-based splitmix64"}, {"seed", s.config.train.seed}}},
-                         {"optimizer", {{"kind", "adamw"}, {"steps_taken", s.optimizer->steps_taken()}}},
+                         {"optimizer", {{"kind", "adamw"}, {"steps_taken", s.optimizer.steps_taken()}}},
                          {"config", s.config.resolved_yaml},
                          {"arrays", arrays}};
     for (int64_t r = 0; r < layout.mesh.size(); ++r) fs::remove(tmp_dir + fmt::format("/manifest_{:05d}.json", r));
     write_file_durably(tmp_dir + "/index.json", index.dump(1));
     fsync_directory(tmp_dir);
-    if (crash_before_commit) _exit(1);  // tests: die as a crash would, before the commit
+    if (test_hooks().crash_in_save_at_step == s.step) _exit(1);  // tests: die as a crash would, before the commit
     fs::rename(tmp_dir, final_dir);
     fsync_directory(dir);
     // Keep the newest `keep` complete checkpoints.
@@ -164,7 +166,7 @@ std::string save_checkpoint(TrainState& s, bool crash_before_commit) {
     for (size_t k = 0; k + static_cast<size_t>(s.config.checkpoint.keep) < complete.size(); ++k)
       fs::remove_all(dir + "/" + complete[k]);
   }
-  s.comm->world().barrier();
+  s.comm.control().barrier();
   return final_dir;
 }
 
@@ -196,7 +198,7 @@ std::string resolve_resume_path(const Config& config, const std::string& request
 }
 
 namespace {
-void restore_on_this_rank(TrainState& s, const std::string& path) {
+void restore_on_this_rank(CheckpointState& s, const std::string& path) {
   const std::string index_path = path + "/index.json";
   nlohmann::json index = read_json_file(index_path);
   try {
@@ -210,7 +212,7 @@ void restore_on_this_rank(TrainState& s, const std::string& path) {
                  "{}: checkpoint has model.{} = {} but the config says {}; the model shape must match", index_path,
                  it.key(), index.at("model").at(it.key()).dump(), it.value().dump());
 
-    const auto& layout = s.model->layout();
+    const auto& layout = s.model.layout();
     std::map<std::string, const nlohmann::json*> arrays;
     for (const auto& a : index.at("arrays")) arrays[a.at("name").get<std::string>()] = &a;
     std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
@@ -227,7 +229,7 @@ void restore_on_this_rank(TrainState& s, const std::string& path) {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < layout.params.size(); ++i) {
       const auto& p = layout.params[i];
-      const auto target_offset = p.sharding.shard_offset(s.rank());
+      const auto target_offset = p.sharding.shard_offset(s.comm.rank());
       const auto target_shape = p.sharding.shard_shape();
       for (const char* kind : kArrayKinds) {
         const std::string name = std::string(kind) + "/" + p.info.name;
@@ -237,10 +239,10 @@ void restore_on_this_rank(TrainState& s, const std::string& path) {
         SPMD_CHECK(saved_shape.size() == p.info.shape.size(), "{}: array '{}' has shape {} but the model needs {}",
                    index_path, name, entry.at("shape").dump(), nlohmann::json(p.info.shape).dump());
         for (size_t d = 0; d < saved_shape.size(); ++d)
-          SPMD_CHECK(saved_shape[d] == p.info.shape[d] || p.info.logical[d] == "vocab",
+          SPMD_CHECK(saved_shape[d] == p.info.shape[d] || static_cast<int64_t>(d) == p.info.padded_dim,
                      "{}: array '{}' has shape {} but the model needs {}", index_path, name, entry.at("shape").dump(),
                      nlohmann::json(p.info.shape).dump());
-        // Vocab padding may differ between meshes: padding rows are zero, so start from zeros and
+        // Padding (the vocab's) may differ between meshes: padding rows are zero, so start from zeros and
         // copy every saved element that falls inside this rank's shard.
         at::Tensor& target = local_array(s, kind, i);
         target.zero_();
@@ -277,10 +279,10 @@ void restore_on_this_rank(TrainState& s, const std::string& path) {
         }
       }
     }
-    s.optimizer->set_steps_taken(index.at("optimizer").at("steps_taken").get<int64_t>());
+    s.optimizer.set_steps_taken(index.at("optimizer").at("steps_taken").get<int64_t>());
     LoaderState loader_state;
     from_json(index.at("data_iterator"), loader_state);
-    s.loader->restore(loader_state);
+    s.loader.restore(loader_state);
     s.step = index.at("step").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(fmt::format("{}: malformed checkpoint index: {}", index_path, e.what()));
@@ -288,7 +290,7 @@ void restore_on_this_rank(TrainState& s, const std::string& path) {
 }
 }  // namespace
 
-void restore_checkpoint(TrainState& s, const std::string& path) {
+void restore_checkpoint(CheckpointState& s, const std::string& path) {
   // A rank may be the only one to read a bad block: every rank learns every rank's error (a
   // fixed-size all-gather) and all stop with the first one, so rank 0 can report it.
   constexpr int64_t kMessageBytes = 1024;
@@ -300,7 +302,7 @@ void restore_checkpoint(TrainState& s, const std::string& path) {
   }
   at::Tensor mine = at::zeros({1, kMessageBytes}, at::kByte);
   std::memcpy(mine.data_ptr(), error.data(), std::min<size_t>(error.size(), kMessageBytes - 1));
-  at::Tensor all = s.comm->world().all_gather(mine, 0);  // (world, kMessageBytes)
+  at::Tensor all = s.comm.control().all_gather(mine, 0);  // (world, kMessageBytes)
   for (int64_t r = 0; r < all.size(0); ++r) {
     const char* text = reinterpret_cast<const char*>(all[r].data_ptr());
     if (text[0] != '\0') throw UsageError(std::string(text, strnlen(text, kMessageBytes)));

@@ -8,13 +8,26 @@
 #include <optional>
 #include <string>
 
-#include "train/train_state.h"
+#include "comm/communicator.h"
+#include "config/config.h"
+#include "data/loader.h"
+#include "optim/adamw.h"
+#include "parallel/sharded_model.h"
 
 namespace spmd {
 
-// Collective: every rank calls it. Returns the final directory. `crash_before_commit` (tests)
-// makes rank 0 exit after the shards are written and before the rename, as a crash would.
-std::string save_checkpoint(TrainState& state, bool crash_before_commit = false);
+// What a checkpoint holds of a run: the parts of the training state (owned by the trainer).
+struct CheckpointState {
+  const Config& config;
+  Communicator& comm;
+  ShardedModel& model;
+  AdamW& optimizer;
+  DataLoader& loader;
+  int64_t& step;  // the next step to run
+};
+
+// Collective: every rank calls it. Returns the final directory.
+std::string save_checkpoint(CheckpointState& state);
 
 // The newest complete checkpoint (one with index.json) under `dir`, if any.
 std::optional<std::string> find_latest_checkpoint(const std::string& dir);
@@ -22,7 +35,7 @@ std::optional<std::string> find_latest_checkpoint(const std::string& dir);
 // Collective: loads `path` (a step directory) into the state: parameters, AdamW state, step,
 // data iterator. UsageError (exit 2) naming the file for anything missing, truncated, corrupted
 // or incompatible; nothing is modified on disk.
-void restore_checkpoint(TrainState& state, const std::string& path);
+void restore_checkpoint(CheckpointState& state, const std::string& path);
 
 // Resolves --resume: "" or "latest" -> newest complete checkpoint in checkpoint.dir (error if
 // none), otherwise the given directory.

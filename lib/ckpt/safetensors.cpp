@@ -26,7 +26,7 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   uint64_t offset = 0;
   for (const auto& t : tensors) {
     SPMD_ASSERT(t.tensor.scalar_type() == at::kFloat, "{}: only float32 is written", t.name);
-    at::Tensor c = t.tensor.detach().contiguous();
+    at::Tensor c = t.tensor.detach().to(at::kCPU).contiguous();  // a no-op for CPU tensors
     uint64_t bytes = static_cast<uint64_t>(c.numel()) * 4;
     header[t.name] = {{"dtype", "F32"}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;

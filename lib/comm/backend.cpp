@@ -1,17 +1,97 @@
-// Backend selection. The CUDA/NCCL path is not built yet: it needs a libtorch with CUDA, which
-// Debian's 1.13 is not (see README, "GPUs").
+// Device and backend selection (see backend.h); the CUDA calls exist only in CUDA builds.
 #include "comm/backend.h"
+
+#include <fmt/format.h>
 
 #include "util/error.h"
 
+#ifdef SPMD_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
 namespace spmd {
 
+bool built_with_cuda() {
+#ifdef SPMD_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int visible_gpus() {
+#ifdef SPMD_WITH_CUDA
+  return static_cast<int>(c10::cuda::device_count());  // 0, not an error, when no driver or GPU
+#else
+  return 0;
+#endif
+}
+
+namespace {
+// Why `key: value` cannot run here, or "" when it can.
+std::string cuda_unavailable(const std::string& key, const std::string& value) {
+  if (!built_with_cuda())
+    return fmt::format("{}: {} needs CUDA, but this spmd-train was built without CUDA (Debian's libtorch 1.13 is "
+                       "CPU-only; build against the torch wheel: bash scripts/build --torch2); use cpu/gloo or auto",
+                       key, value);
+  if (visible_gpus() == 0)
+    return fmt::format("{}: {} needs a GPU, but no GPU visible (this CUDA build found 0 devices; check the driver and "
+                       "CUDA_VISIBLE_DEVICES); use cpu/gloo or auto",
+                       key, value);
+  return "";
+}
+}  // namespace
+
 ResolvedRuntime resolve_runtime(const RuntimeConfig& runtime) {
-  SPMD_CHECK(runtime.backend != "nccl",
-             "runtime.backend: nccl is not available in this build (CPU libtorch with Gloo only); use gloo or auto");
-  SPMD_CHECK(runtime.device != "cuda",
-             "runtime.device: cuda is not available in this build (CPU libtorch); use cpu or auto");
-  return {"gloo", "cpu"};
+  const bool gpu = built_with_cuda() && visible_gpus() > 0;
+  ResolvedRuntime r;
+  if (runtime.device == "cuda") {
+    const std::string why = cuda_unavailable("runtime.device", "cuda");
+    SPMD_CHECK(why.empty(), "{}", why);
+  }
+  if (runtime.backend == "nccl") {
+    const std::string why = cuda_unavailable("runtime.backend", "nccl");
+    SPMD_CHECK(why.empty(), "{}", why);
+    SPMD_CHECK(runtime.device != "cpu",
+               "runtime.backend: nccl moves CUDA tensors only, but runtime.device is cpu; use device cuda (or auto), "
+               "or backend gloo");
+  }
+  r.device = runtime.device == "auto" ? (gpu ? "cuda" : "cpu") : runtime.device;
+  if (runtime.backend == "nccl") r.device = "cuda";
+  r.backend = runtime.backend == "auto" ? (r.device == "cuda" ? "nccl" : "gloo") : runtime.backend;
+  r.reason = fmt::format("runtime: device {} ({}), backend {} ({}); this build {} CUDA, {} GPU(s) visible", r.device,
+                         runtime.device == "auto" ? "auto" : "asked", r.backend,
+                         runtime.backend == "auto" ? "auto" : "asked", built_with_cuda() ? "has" : "lacks",
+                         visible_gpus());
+  return r;
+}
+
+c10::Device rank_device(const ResolvedRuntime& runtime, int local_rank) {
+  if (runtime.device != "cuda") return c10::Device(c10::kCPU);
+#ifdef SPMD_WITH_CUDA
+  const auto index = static_cast<c10::DeviceIndex>(local_rank % visible_gpus());
+  c10::cuda::set_device(index);  // NCCL and the caching allocator work on the current device
+  return c10::Device(c10::kCUDA, index);
+#else
+  throw RuntimeError("rank_device: cuda in a build without CUDA (resolve_runtime should have refused it)");
+#endif
+}
+
+void synchronize(c10::Device device) {
+#ifdef SPMD_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#endif
+}
+
+int64_t peak_device_tensor_bytes(c10::Device device) {
+#ifdef SPMD_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+#endif
+  return -1;
 }
 
 }  // namespace spmd

@@ -1,4 +1,4 @@
-// TCPStore rendezvous and Gloo groups per mesh line (a PrefixStore per line, ranks renumbered).
+// TCPStore rendezvous and one backend per mesh line (a PrefixStore per line, ranks renumbered).
 #include "comm/communicator.h"
 
 #include <cstdlib>
@@ -8,36 +8,24 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "comm/backend_factory.h"
 #include "util/error.h"
 #include "util/exception_text.h"
-#include "util/torch_compat.h"
 
 namespace spmd {
 
 namespace {
 std::string axes_key(const std::vector<std::string>& axes) { return fmt::format("{}", fmt::join(axes, ",")); }
-
-c10::intrusive_ptr<c10d::ProcessGroupGloo> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                     int size, std::chrono::milliseconds timeout,
-                                                     const std::string& address) {
-  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  // One host: loopback. Several: the interface GLOO_SOCKET_IFNAME names, else this host's name.
-  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
-  if (!address.empty()) options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
-  else if (interface && *interface) options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
-  else options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  options->threads = 2;
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
-}
 }  // namespace
 
-Communicator::Communicator(const Mesh& mesh) : mesh_(mesh) {
+Communicator::Communicator(const Mesh& mesh, const ResolvedRuntime& runtime)
+    : mesh_(mesh), runtime_(runtime), device_(rank_device(runtime, 0)) {
   SPMD_CHECK(mesh.size() == 1, "a single-process run needs a mesh of size 1, but {} has {} devices",
              mesh.describe(), mesh.size());
 }
 
-Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh)
-    : mesh_(mesh), rank_(info.rank),
+Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh, const ResolvedRuntime& runtime)
+    : mesh_(mesh), runtime_(runtime), device_(rank_device(runtime, info.local_rank)), rank_(info.rank),
       timeout_(std::chrono::milliseconds(static_cast<int64_t>(info.timeout_s * 1000))) {
   SPMD_CHECK(info.world_size == mesh.size(),
              "the world has {} processes but mesh {} has {} devices; set --nproc or mesh.shape so they match",
@@ -55,12 +43,17 @@ Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh)
                                    info.master_addr, info.master_port, info.rank, info.timeout_s, exception_text(e)));
   }
   // Gloo binds to an address its peers can reach: loopback when every rank is on this host,
-  // otherwise this host's own interface (an empty address_ lets make_gloo choose it).
+  // otherwise this host's own interface (an empty address_ lets make_backend choose it).
   address_ = info.local_world_size == info.world_size ? "127.0.0.1" : "";
   try {
     auto prefix = c10::make_intrusive<c10d::PrefixStore>("world", store_);
-    world_ = Group(make_gloo(prefix, info.rank, info.world_size, timeout_, address_), info.rank,
-                   info.world_size, "world", timeout_);
+    world_ = Group(make_backend(runtime_.backend, prefix, info.rank, info.world_size, timeout_, address_),
+                   runtime_.backend, info.rank, info.world_size, "world", timeout_);
+    if (runtime_.backend != "gloo") {
+      auto control_prefix = c10::make_intrusive<c10d::PrefixStore>("control", store_);
+      control_ = Group(make_backend("gloo", control_prefix, info.rank, info.world_size, timeout_, address_), "gloo",
+                       info.rank, info.world_size, "control", timeout_);
+    }
   } catch (const std::exception& e) {
     throw RuntimeError(fmt::format("creating the world process group failed on rank {} within runtime.timeout_s = "
                                    "{:.0f} s: {} (did every one of the {} ranks start?)",
@@ -83,7 +76,8 @@ void Communicator::create_group(const std::vector<std::string>& axes) {
   }
   try {
     auto prefix = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
-    groups_[key] = Group(make_gloo(prefix, index, size, timeout_, address_), index, size, name, timeout_);
+    groups_[key] = Group(make_backend(runtime_.backend, prefix, index, size, timeout_, address_), runtime_.backend,
+                         index, size, name, timeout_);
   } catch (const std::exception& e) {
     throw RuntimeError(fmt::format("creating process group {} failed on rank {}: {}", name, rank_, exception_text(e)));
   }

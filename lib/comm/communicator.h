@@ -1,5 +1,6 @@
 // Rendezvous (c10d TCPStore) and the process groups of a mesh: the world and every line of
-// every combination of axes the run needs, all created up front.
+// every combination of axes the run needs, all created up front, over the run's backend (Gloo or
+// NCCL), plus a Gloo world group on the CPU for control messages that must not touch the GPU.
 #pragma once
 #include <chrono>
 #include <map>
@@ -7,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/Device.h>
+
+#include "comm/backend.h"
 #include "comm/group.h"
 #include "mesh/mesh.h"
 
@@ -28,16 +32,23 @@ struct RendezvousInfo {
 
 class Communicator {
  public:
-  // Connects to the store (rank 0 hosts it) and builds the world group. Errors are
-  // RuntimeError with the address and what went wrong.
-  Communicator(const RendezvousInfo& info, const Mesh& mesh);
+  // Connects to the store (rank 0 hosts it), picks the rank's device and builds the world group
+  // over runtime.backend. Errors are RuntimeError with the address and what went wrong.
+  Communicator(const RendezvousInfo& info, const Mesh& mesh, const ResolvedRuntime& runtime = {});
   // A single-process communicator: every group is a group of one.
-  explicit Communicator(const Mesh& mesh);
+  explicit Communicator(const Mesh& mesh, const ResolvedRuntime& runtime = {});
   ~Communicator();
 
   int rank() const { return rank_; }
   const Mesh& mesh() const { return mesh_; }
+  // Where this rank's tensors live (cpu, or cuda:LOCAL_RANK).
+  c10::Device device() const { return device_; }
+  const ResolvedRuntime& runtime() const { return runtime_; }
+  // Every rank, over the run's backend: tensors on device().
   const Group& world() const { return world_; }
+  // Every rank over Gloo with CPU tensors (stop votes, checkpoint agreement, memory reports):
+  // using it never waits on the GPU. The world group itself when the backend is Gloo.
+  const Group& control() const { return runtime_.backend == "gloo" ? world_ : control_; }
   // Creates the groups along `axes` (ordered: first axis major) for this rank. Every rank must
   // call it with the same axes in the same order.
   void create_group(const std::vector<std::string>& axes);
@@ -46,11 +57,14 @@ class Communicator {
 
  private:
   Mesh mesh_;
+  ResolvedRuntime runtime_;
+  c10::Device device_{c10::kCPU};
   int rank_ = 0;
   std::chrono::milliseconds timeout_{0};
-  std::string address_;  // Gloo's bind address; empty: chosen per host (see make_gloo)
+  std::string address_;  // Gloo's bind address; empty: chosen per host (see make_backend)
   c10::intrusive_ptr<c10d::Store> store_;
   Group world_;
+  Group control_;  // unused (a group of one) when the backend is Gloo
   std::map<std::string, Group> groups_;
 };
 

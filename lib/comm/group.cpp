@@ -1,4 +1,4 @@
-// Collectives over one Gloo group; a group of one short-circuits every call.
+// Collectives over one c10d backend; a group of one short-circuits every call.
 #include "comm/group.h"
 
 #include <atomic>
@@ -8,7 +8,7 @@
 
 #include "util/error.h"
 #include "util/exception_text.h"
-#include "util/torch_compat.h"
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>  // the backend base and its options, in 1.13 and 2.x
 
 namespace spmd {
 
@@ -18,9 +18,9 @@ std::atomic<int64_t> g_collective_ns{0};
 
 int64_t collective_time_ns() { return g_collective_ns.load(); }
 
-Group::Group(c10::intrusive_ptr<c10d::ProcessGroupGloo> backend, int rank, int size, std::string name,
+Group::Group(c10::intrusive_ptr<compat::BackendBase> backend, std::string kind, int rank, int size, std::string name,
              std::chrono::milliseconds timeout)
-    : backend_(std::move(backend)), rank_(rank), size_(size), name_(std::move(name)), timeout_(timeout) {}
+    : backend_(std::move(backend)), kind_(std::move(kind)), rank_(rank), size_(size), name_(std::move(name)), timeout_(timeout) {}
 Group::~Group() = default;
 Group::Group(const Group&) = default;
 Group& Group::operator=(const Group&) = default;
@@ -31,7 +31,7 @@ void Group::wait(const char* what, c10::intrusive_ptr<c10d::Work> work) const {
     work->wait(timeout_);
     g_collective_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   } catch (const std::exception& e) {
-    // Gloo reports a dead peer as a connection error or a timeout: say which group and why.
+    // A backend reports a dead peer as a connection error or a timeout: say which group and why.
     throw RuntimeError(fmt::format("{} over group '{}' ({} ranks) failed: {}; a peer process has probably "
                                    "died or stopped responding",
                                    what, name_, size_, exception_text(e)));
@@ -102,6 +102,14 @@ at::Tensor PendingGather::wait() {
 
 at::Tensor Group::reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) const {
   if (size_ == 1) return tensor;
+  if (kind_ == "nccl") {
+    std::vector<at::Tensor> chunks = tensor.contiguous().chunk(size_, dim);
+    std::vector<std::vector<at::Tensor>> inputs(1);
+    for (auto& c : chunks) inputs[0].push_back(c.contiguous());
+    std::vector<at::Tensor> outputs{at::empty_like(inputs[0][static_cast<size_t>(rank_)])};
+    wait("reduce-scatter", backend_->reduce_scatter(outputs, inputs, c10d::ReduceScatterOptions{}));
+    return outputs[0];
+  }
   // Gloo in libtorch 1.13 has no reduce-scatter: all-reduce, then keep our chunk.
   at::Tensor sum = tensor.contiguous().clone();
   all_reduce_sum(sum);

@@ -1,5 +1,6 @@
-// A group of ranks along some mesh axes, with the few collectives the trainer needs.
-// A default-constructed Group is a group of one: every collective returns its input unchanged.
+// A group of ranks along some mesh axes, with the few collectives the trainer needs, over any
+// c10d backend (Gloo or NCCL; tensors on the rank's device). A default-constructed Group is a
+// group of one: every collective returns its input unchanged.
 #pragma once
 #include <chrono>
 #include <string>
@@ -8,8 +9,9 @@
 #include <ATen/ATen.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include "util/torch_compat.h"
+
 namespace c10d {
-class ProcessGroupGloo;
 class Work;
 }
 
@@ -56,7 +58,8 @@ inline const Group& group_from_handle(int64_t handle) { return *reinterpret_cast
 class Group {
  public:
   Group() = default;
-  Group(c10::intrusive_ptr<c10d::ProcessGroupGloo> backend, int rank, int size, std::string name,
+  // `kind` is the backend's name ("gloo" | "nccl"): NCCL has a native reduce-scatter.
+  Group(c10::intrusive_ptr<compat::BackendBase> backend, std::string kind, int rank, int size, std::string name,
         std::chrono::milliseconds timeout);
   ~Group();
   Group(const Group&);
@@ -65,6 +68,7 @@ class Group {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& name() const { return name_; }
+  const std::string& kind() const { return kind_; }
 
   void all_reduce_sum(at::Tensor& tensor) const;  // in place
   void all_reduce_max(at::Tensor& tensor) const;  // in place
@@ -82,7 +86,8 @@ class Group {
   friend class PendingCollective;
   void wait(const char* what, c10::intrusive_ptr<c10d::Work> work) const;
 
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> backend_;
+  c10::intrusive_ptr<compat::BackendBase> backend_;
+  std::string kind_ = "self";
   int rank_ = 0;
   int size_ = 1;
   std::string name_ = "self";

@@ -5,17 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "mesh/sharding.h"  // ShardingRule: the rules are the mesh's values, read from YAML here
+
 namespace spmd {
 
 struct MeshConfig {
   std::vector<int64_t> shape{1};          // devices per axis; product = number of processes
   std::vector<std::string> axes{"data"};  // one unique name per axis
-};
-
-// One Flax-style logical rule: logical name -> mesh axes (empty = null, replicated).
-struct ShardingRule {
-  std::string logical;
-  std::vector<std::string> mesh_axes;
 };
 
 struct ModelConfig {

@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
 #include "mesh/mesh.h"
 
 namespace spmd {
@@ -48,6 +47,12 @@ class NamedSharding {
   PartitionSpec spec_;
   std::vector<int64_t> global_shape_;
   std::string tensor_name_;
+};
+
+// One Flax-style logical rule: logical name -> mesh axes (empty = null, replicated).
+struct ShardingRule {
+  std::string logical;
+  std::vector<std::string> mesh_axes;
 };
 
 // Ordered Flax rules: logical name -> mesh axes.

@@ -25,6 +25,8 @@ std::vector<ParamInfo> gpt2_param_table(const ModelConfig& c, int64_t padded_voc
   };
 
   add("wte", {padded_vocab, C}, {"vocab", "embed"}, ParamInit::kNormal);  // tied with the LM head
+  table.back().padded_dim = 0;
+  table.back().unpadded_size = c.vocab_size;
   add("wpe", {c.block_size, C}, {"", "embed"}, ParamInit::kNormal);
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string h = fmt::format("h.{}", l);

@@ -20,6 +20,8 @@ struct ParamInfo {
   double init_std = 0.02;            // for kNormal
   bool weight_decay = false;         // AdamW decay: weight matrices and embeddings only (as nanoGPT)
   int64_t input_dims = 0;            // for dense weights: leading dims contracted with the input
+  int64_t padded_dim = -1;           // a dim padded up so it shards evenly (the vocab); -1: none
+  int64_t unpadded_size = 0;         // that dim's true size: entries past it are zero padding
 };
 
 // Logical axis vocabulary of the model (activations and parameters).

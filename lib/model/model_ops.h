@@ -31,6 +31,14 @@ class ModelOps {
   // Mean cross-entropy of logits x . table^T over this rank's tokens; padded vocab rows excluded.
   virtual at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) = 0;
 
+  // Causal self-attention of qkv (B, T, 3, H, D) -> (B, T, H, D): softmax(Q K^T / sqrt(D) + causal)
+  // V, the probabilities (logical: batch, heads, seq, seq) passed through dropout at
+  // `dropout_site`; "" for no dropout (evaluation, or dropout 0).
+  virtual at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site) = 0;
+
+  // GPT-2's tanh-approximate GELU of h + the named bias ("" for none) over h's last dim.
+  virtual at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) = 0;
+
   // Dropout whose mask is a function of (seed, step, site, global element index); `logical`
   // names x's dims so the global index can be known.
   virtual at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) = 0;

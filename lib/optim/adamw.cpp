@@ -3,40 +3,11 @@
 
 #include <cmath>
 
-#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
-#include "model/vector_math.h"
+#include "kernels/kernels.h"
 
 namespace spmd {
-
-namespace {
-
-struct UpdateScalars {
-  float grad_scale, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2, bias2, eps, step_size;
-};
-
-// The whole update in one pass over a float32 CPU tensor (p, g, m, v read once, p, m, v written
-// once), where the op-by-op form below makes about eight passes. Same operations, same order.
-SPMD_VECTOR_CLONES
-void update_range(float* p, const float* g, float* m, float* v, int64_t begin, int64_t end, const UpdateScalars& s) {
-  for (int64_t i = begin; i < end; ++i) {
-    const float gi = g[i] * s.grad_scale;
-    const float mi = m[i] * s.beta1 + gi * s.one_minus_beta1;
-    const float vi = v[i] * s.beta2 + gi * gi * s.one_minus_beta2;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = p[i] * s.decay_factor + s.step_size * (mi / (std::sqrt(vi / s.bias2) + s.eps));
-  }
-}
-
-void fused_update(float* p, const float* g, float* m, float* v, int64_t n, const UpdateScalars& s) {
-  at::parallel_for(0, n, 16384, [&](int64_t begin, int64_t end) { update_range(p, g, m, v, begin, end, s); });
-}
-
-bool fusable(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous(); }
-
-}  // namespace
 
 AdamW::AdamW(std::vector<at::Tensor> params, std::vector<bool> decay, const TrainConfig& config)
     : params_(std::move(params)), decay_(std::move(decay)), beta1_(config.beta1), beta2_(config.beta2),
@@ -50,34 +21,54 @@ AdamW::AdamW(std::vector<at::Tensor> params, std::vector<bool> decay, const Trai
 void AdamW::step(double lr, double grad_scale) {
   at::NoGradGuard no_grad;
   ++steps_;
-  const double bias1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
-  const double bias2 = 1.0 - std::pow(beta2_, static_cast<double>(steps_));
+  kernels::AdamWScalars s;
+  s.lr = lr;
+  s.beta1 = beta1_;
+  s.beta2 = beta2_;
+  s.eps = eps_;
+  s.bias1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
+  s.bias2 = 1.0 - std::pow(beta2_, static_cast<double>(steps_));
+  s.grad_scale = grad_scale;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const at::Tensor g = params_[i].grad();
+    if (!g.defined()) continue;
+    s.weight_decay = decay_[i] && weight_decay_ > 0 ? weight_decay_ : 0.0;
+    kernels::adamw_update(params_[i], g, exp_avg_[i], exp_avg_sq_[i], s);  // fused on CPU float32
+  }
+}
+
+void AdamW::step_on_device(double lr, const at::Tensor& grad_scale, const at::Tensor& apply) {
+  at::NoGradGuard no_grad;
+  if (!device_steps_.defined())
+    device_steps_ = at::full({}, static_cast<double>(steps_), grad_scale.options().dtype(at::kDouble));
+  device_steps_.add_(apply.to(at::kDouble));
+  const at::Tensor bias1 = 1.0 - at::pow(beta1_, device_steps_);
+  const at::Tensor bias2 = 1.0 - at::pow(beta2_, device_steps_);
   for (size_t i = 0; i < params_.size(); ++i) {
     at::Tensor& p = params_[i];
-    at::Tensor g = p.grad();
+    const at::Tensor g = p.grad();
     if (!g.defined()) continue;
-    const bool decay = decay_[i] && weight_decay_ > 0;
-    if (fusable(p) && fusable(g) && fusable(exp_avg_[i]) && fusable(exp_avg_sq_[i])) {
-      const UpdateScalars s{static_cast<float>(grad_scale),
-                            decay ? static_cast<float>(1.0 - lr * weight_decay_) : 1.0f,
-                            static_cast<float>(beta1_),
-                            static_cast<float>(1.0 - beta1_),
-                            static_cast<float>(beta2_),
-                            static_cast<float>(1.0 - beta2_),
-                            static_cast<float>(bias2),
-                            static_cast<float>(eps_),
-                            static_cast<float>(-lr / bias1)};
-      fused_update(p.data_ptr<float>(), g.data_ptr<float>(), exp_avg_[i].data_ptr<float>(),
-                   exp_avg_sq_[i].data_ptr<float>(), p.numel(), s);
-      continue;
-    }
-    if (grad_scale != 1.0) g = g * grad_scale;
-    if (decay) p.mul_(1.0 - lr * weight_decay_);
-    exp_avg_[i].mul_(beta1_).add_(g, 1.0 - beta1_);
-    exp_avg_sq_[i].mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
-    at::Tensor denom = (exp_avg_sq_[i] / bias2).sqrt_().add_(eps_);
-    p.addcdiv_(exp_avg_[i], denom, -lr / bias1);
+    // The op-by-op update of kernels::adamw_update, its scalars as device tensors, then kept
+    // only where `apply` holds.
+    const double decay = decay_[i] && weight_decay_ > 0 ? 1.0 - lr * weight_decay_ : 1.0;
+    const at::Tensor gs = g * grad_scale.to(g.scalar_type());
+    const at::Tensor m = exp_avg_[i] * beta1_ + gs * (1.0 - beta1_);
+    const at::Tensor v = exp_avg_sq_[i] * beta2_ + gs * gs * (1.0 - beta2_);
+    const at::Tensor step_size = (-lr / bias1).to(p.scalar_type());
+    const at::Tensor updated = p * decay + step_size * (m / ((v / bias2.to(p.scalar_type())).sqrt() + eps_));
+    exp_avg_[i].copy_(at::where(apply, m, exp_avg_[i]));
+    exp_avg_sq_[i].copy_(at::where(apply, v, exp_avg_sq_[i]));
+    p.copy_(at::where(apply, updated, p));
   }
+}
+
+int64_t AdamW::steps_taken() const {
+  return device_steps_.defined() ? static_cast<int64_t>(device_steps_.item<double>()) : steps_;
+}
+
+void AdamW::set_steps_taken(int64_t steps) {
+  steps_ = steps;
+  device_steps_ = at::Tensor();  // step_on_device starts again from steps_
 }
 
 int64_t AdamW::state_bytes() const {

@@ -18,8 +18,14 @@ class AdamW {
   // multiplied by `grad_scale` (the clipping factor; the gradients themselves are not changed).
   void step(double lr, double grad_scale = 1.0);
 
-  int64_t steps_taken() const { return steps_; }
-  void set_steps_taken(int64_t steps) { steps_ = steps; }
+  // The same update decided on the device, for devices whose numbers are read lazily (CUDA):
+  // `grad_scale` and `apply` are 0-dim tensors there (float64, bool). Where `apply` is false the
+  // parameters, moments and step count stay as they were. No host synchronization.
+  void step_on_device(double lr, const at::Tensor& grad_scale, const at::Tensor& apply);
+
+  // Updates applied so far (the bias correction's t); reads the device counter if one is kept.
+  int64_t steps_taken() const;
+  void set_steps_taken(int64_t steps);
   std::vector<at::Tensor>& exp_avg() { return exp_avg_; }
   std::vector<at::Tensor>& exp_avg_sq() { return exp_avg_sq_; }
   int64_t state_bytes() const;
@@ -30,6 +36,7 @@ class AdamW {
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_;
   double beta1_, beta2_, eps_ = 1e-8, weight_decay_;
   int64_t steps_ = 0;
+  at::Tensor device_steps_;  // step_on_device's t (0-dim float64); undefined until it is used
 };
 
 // Linear warmup, then cosine decay to min_lr at decay_steps, then min_lr (nanoGPT's schedule).

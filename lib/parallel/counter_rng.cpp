@@ -6,7 +6,7 @@
 
 #include <ATen/Parallel.h>
 
-#include "model/vector_math.h"
+#include "kernels/cpu/vector_math.h"
 #include "util/error.h"
 
 namespace spmd {

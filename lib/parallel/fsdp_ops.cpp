@@ -5,7 +5,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "model/fused_linear.h"
+#include "kernels/kernels.h"
 
 namespace spmd {
 
@@ -58,7 +58,7 @@ struct FsdpLinear : torch::autograd::Function<FsdpLinear> {
     ctx->saved_data["has_bias"] = bias.numel() > 0;
     ctx->save_for_backward({x, shard});
     at::Tensor w = as_matrix(gather(shard, *gathers, prefetcher, Pass::kForward), x.size(1), transposed);
-    return linear_forward(x, w, bias.numel() > 0 ? bias : at::Tensor(), operand_dtype);
+    return kernels::linear_forward(x, w, bias.numel() > 0 ? bias : at::Tensor(), operand_dtype);
   }  // the gathered weight is freed here
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -68,10 +68,10 @@ struct FsdpLinear : torch::autograd::Function<FsdpLinear> {
     const FsdpGathers gathers = saved_gathers(ctx);
     const bool transposed = ctx->saved_data["transposed"].toBool();
     at::Tensor full = gather_in_backward(ctx, shard, gathers);
-    LinearGrads g = linear_backward(x, as_matrix(full, x.size(1), transposed), grads[0], ctx->needs_input_grad(0),
-                                    ctx->needs_input_grad(1),
-                                    ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2),
-                                    static_cast<at::ScalarType>(ctx->saved_data["operand_dtype"].toInt()));
+    kernels::LinearGrads g = kernels::linear_backward(
+        x, as_matrix(full, x.size(1), transposed), grads[0], ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+        ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2),
+        static_cast<at::ScalarType>(ctx->saved_data["operand_dtype"].toInt()));
     at::Tensor dshard;
     if (g.dw.defined()) {
       at::Tensor dfull = transposed ? g.dw.t() : g.dw.reshape(full.sizes());

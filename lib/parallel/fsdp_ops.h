@@ -19,7 +19,7 @@ namespace spmd {
 // y = x W (+ bias) for x (rows, K), W the gathered weight viewed as (K, N), or, when
 // `transposed`, the gathered (N, K) table used as W^T (the tied LM head). `bias` is the full
 // bias (gathered by the caller: its add keeps nothing for backward) or undefined; operand_dtype
-// as in dense_product (model/fused_linear.h).
+// as in kernels::dense_product (kernels/kernels.h).
 at::Tensor fsdp_linear(const at::Tensor& x, const at::Tensor& weight_shard, const FsdpGathers& gathers,
                        bool transposed, const at::Tensor& bias, FsdpPrefetcher* prefetcher = nullptr,
                        at::ScalarType operand_dtype = at::kFloat);

@@ -2,12 +2,9 @@
 #include "parallel/grad_sync.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 
-#include <ATen/Parallel.h>
-
-#include "model/vector_math.h"
+#include "kernels/kernels.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -19,27 +16,6 @@ std::vector<std::string> replicated_batch_axes(const ModelLayout& layout, const 
   for (const auto& dims : p.fsdp_axes)
     for (const auto& a : dims) axes.erase(std::find(axes.begin(), axes.end(), a));
   return axes;
-}
-// sum(x^2) accumulated in double, in vector lanes (reassociated; the order is fixed by the binary
-// and the thread count, so reruns agree).
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("associative-math", "no-signed-zeros", "no-trapping-math")))
-#endif
-SPMD_VECTOR_CLONES double sum_of_squares_range(const float* x, int64_t n) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return sum;
-}
-
-// One pass over the gradient, no double copy of it (float32 CPU); otherwise libtorch's ops.
-double sum_of_squares(const at::Tensor& g) {
-  if (!(g.device().is_cpu() && g.scalar_type() == at::kFloat && g.is_contiguous()))
-    return g.to(at::kDouble).pow(2).sum().item<double>();
-  const float* x = g.data_ptr<float>();
-  return at::parallel_reduce(
-      0, g.numel(), 32768, 0.0,
-      [&](int64_t begin, int64_t end, double partial) { return partial + sum_of_squares_range(x + begin, end - begin); },
-      std::plus<double>());
 }
 }  // namespace
 
@@ -139,18 +115,18 @@ void GradientSync::finish() {
   }
 }
 
-double global_grad_norm(const ShardedModel& model) {
+at::Tensor global_grad_norm(const ShardedModel& model) {
   const auto& layout = model.layout();
   const int64_t rank = model.comm().rank();
-  double sum = 0;
+  // Accumulated on the device in double, in parameter order: no host sync until someone reads it.
+  at::Tensor total = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(model.comm().device()));
   for (size_t i = 0; i < model.params().size(); ++i) {
     if (!layout.params[i].sharding.is_primary_replica(rank)) continue;
     const at::Tensor& g = model.params()[i].grad();
-    if (g.defined()) sum += sum_of_squares(g);
+    if (g.defined()) total.add_(kernels::sum_of_squares(g));
   }
-  at::Tensor total = at::full({1}, sum, at::kDouble);
   model.comm().world().all_reduce_sum(total);
-  return std::sqrt(total.item<double>());
+  return total.sqrt_().reshape({});
 }
 
 }  // namespace spmd

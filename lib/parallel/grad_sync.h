@@ -55,7 +55,8 @@ class GradientSync {
   int64_t started_early_ = 0;
 };
 
-// sqrt of the sum of squared gradients, each distinct block counted once (replicas skipped).
-double global_grad_norm(const ShardedModel& model);
+// sqrt of the sum of squared gradients, each distinct block counted once (replicas skipped):
+// a 0-dim float64 tensor on the rank's device (reading it is the caller's choice).
+at::Tensor global_grad_norm(const ShardedModel& model);
 
 }  // namespace spmd

@@ -5,7 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "comm/collectives.h"
-#include "model/fused_linear.h"
+#include "kernels/kernels.h"
 #include "parallel/counter_rng.h"
 #include "parallel/fsdp_ops.h"
 #include "parallel/vocab_parallel_loss.h"
@@ -68,7 +68,7 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   if (!gathers.empty()) {
     y = fsdp_linear(x2, shard(weight), gathers, /*transposed=*/false, b, prefetcher(), matmul_dtype());
   } else {
-    y = dense_product(x2, param(weight).reshape({k, -1}), b, matmul_dtype());  // (K, N) weight
+    y = kernels::dense_product(x2, param(weight).reshape({k, -1}), b, matmul_dtype());  // (K, N) weight
   }
   y = y.view(out_shape);
   // Row-parallel: each shard of the input features gives a partial sum.
@@ -106,7 +106,7 @@ at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& t
     logits = fsdp_linear(x2, shard(table), gathers, /*transposed=*/true, at::Tensor(), prefetcher(),
                          matmul_dtype());
   } else {
-    logits = dense_product(x2, param(table).t(), at::Tensor(), matmul_dtype());  // the (V_local, C) table as W^T
+    logits = kernels::dense_product(x2, param(table).t(), at::Tensor(), matmul_dtype());  // the (V_local, C) table as W^T
   }
   const int64_t rows = logits.size(1);
   const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
@@ -119,6 +119,22 @@ at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weigh
   const FsdpGathers gathers = fsdp_gathers(layout_of(weight));
   if (!gathers.empty()) return fsdp_layer_norm(x, shard(weight), gathers, b, eps, prefetcher());
   return at::layer_norm(x, {x.size(-1)}, param(weight), b, eps);
+}
+
+at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::string& dropout_site) {
+  // The dropout mask is this rank's block of dropout() of ones: multipliers that are a pure
+  // function of global indices, whichever kernel (and device) applies them.
+  static const std::vector<std::string> kProbs{"batch", "heads", "seq", ""};  // (B, H, T, T)
+  at::Tensor mask;
+  if (!dropout_site.empty() && model_.layout().model.dropout > 0) {
+    const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
+    mask = dropout(at::ones({B, H, T, T}, qkv.options()), dropout_site, kProbs);
+  }
+  return kernels::causal_attention(qkv, mask);
+}
+
+at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) {
+  return kernels::bias_gelu(h, bias.empty() ? at::Tensor() : param(bias));
 }
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
@@ -134,6 +150,7 @@ at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, co
   }
   at::Tensor mask = dropout_mask_block(local, global, offset, seed_,
                                        stream_id(fmt::format("{}@step{}", site, step_)), p);
+  if (mask.device() != x.device()) mask = mask.to(x.device());  // built on the host
   return x * mask;
 }
 

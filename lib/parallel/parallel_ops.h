@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/fused_linear.h"
+#include "kernels/kernels.h"
 #include "model/model_ops.h"
 #include "parallel/fsdp_ops.h"
 #include "parallel/sharded_model.h"
@@ -26,6 +26,8 @@ class ParallelOps : public ModelOps {
   at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) override;
   at::Tensor embed(const std::string& table, const at::Tensor& ids) override;
   at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
+  at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site) override;
+  at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) override;
   at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;
   at::Tensor constrain(const at::Tensor& x, const std::vector<std::string>& logical) override;
 
@@ -36,7 +38,7 @@ class ParallelOps : public ModelOps {
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
   FsdpPrefetcher* prefetcher() { return &model_.fsdp_prefetcher(); }
   // The operand dtype of dense products (model.matmul_dtype).
-  at::ScalarType matmul_dtype() const { return matmul_operand_dtype(model_.layout().model.matmul_dtype); }
+  at::ScalarType matmul_dtype() const { return kernels::matmul_operand_dtype(model_.layout().model.matmul_dtype); }
 
   ShardedModel& model_;
   uint64_t seed_;

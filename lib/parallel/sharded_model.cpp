@@ -26,14 +26,13 @@ ShardedModel::ShardedModel(ModelLayout layout, Communicator& comm, uint64_t seed
       case ParamInit::kZeros: local.zero_(); break;
       case ParamInit::kOnes: local.fill_(1.0f); break;
     }
-    // Padding rows of a vocab dim start (and stay) zero.
-    for (size_t d = 0; d < p.info.logical.size(); ++d) {
-      if (p.info.logical[d] != "vocab") continue;
-      int64_t first_pad = layout_.model.vocab_size - offset[d];
-      if (first_pad < local.size(d))
-        local.narrow(d, std::max<int64_t>(first_pad, 0), local.size(d) - std::max<int64_t>(first_pad, 0)).zero_();
+    // Padding rows (the table's padded dim) start (and stay) zero.
+    if (const int64_t d = p.info.padded_dim; d >= 0) {
+      const int64_t first_pad = std::max<int64_t>(p.info.unpadded_size - offset[static_cast<size_t>(d)], 0);
+      if (first_pad < local.size(d)) local.narrow(d, first_pad, local.size(d) - first_pad).zero_();
     }
-    params_.push_back(local.set_requires_grad(true));
+    // Drawn on the CPU (the counter-based generator), then placed on the rank's device once.
+    params_.push_back(local.to(comm.device()).set_requires_grad(true));
   }
 }
 

@@ -1,5 +1,6 @@
 // The parameters of a model laid out over a mesh: this rank's shards as autograd leaves,
-// initialized shard by shard from the counter-based generator (no rank builds a full tensor).
+// initialized shard by shard from the counter-based generator (no rank builds a full tensor),
+// on the communicator's device.
 #pragma once
 #include <cstdint>
 #include <vector>

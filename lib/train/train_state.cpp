@@ -7,11 +7,13 @@
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 
+#include "comm/backend.h"
 #include "parallel/grad_sync.h"
 #include "parallel/layout.h"
 #include "parallel/parallel_ops.h"
 #include "util/caching_cpu_allocator.h"
 #include "util/error.h"
+#include "util/test_hooks.h"
 
 namespace spmd {
 
@@ -20,16 +22,59 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
 
-// (rows, seq) int64 tensor over a batch's token vector (copied: the batch goes away).
-at::Tensor to_tensor(const std::vector<int64_t>& tokens, int64_t rows, int64_t seq) {
-  return at::from_blob(const_cast<int64_t*>(tokens.data()), {rows, seq}, at::kLong).clone();
+// (rows, seq) int64 tensor on `device` over a batch's token vector (copied: the batch goes away).
+at::Tensor to_tensor(const std::vector<int64_t>& tokens, int64_t rows, int64_t seq, c10::Device device) {
+  return at::from_blob(const_cast<int64_t*>(tokens.data()), {rows, seq}, at::kLong).to(device, false, /*copy=*/true);
 }
 
-// Mean over the data-parallel ranks of each rank's mean loss: the global batch's mean.
-double global_mean(const at::Tensor& local_mean, const ShardedModel& model) {
+// Mean over the data-parallel ranks of each rank's mean loss: the global batch's mean, as a
+// 0-dim float64 tensor on the device (not read here).
+at::Tensor global_mean(const at::Tensor& local_mean, const ShardedModel& model) {
   at::Tensor value = local_mean.detach().to(at::kDouble).reshape({1}).clone();
   model.comm().along(model.layout().batch_axes).all_reduce_sum(value);
-  return value.item<double>() / static_cast<double>(model.layout().dp_size());
+  return (value / static_cast<double>(model.layout().dp_size())).reshape({});
+}
+
+// The clipping factor for a global gradient norm (1 when not clipping), on the norm's device.
+at::Tensor clip_factor(const at::Tensor& grad_norm, double grad_clip) {
+  if (grad_clip <= 0) return at::ones_like(grad_norm);
+  return at::where(grad_norm > grad_clip, grad_clip / (grad_norm + 1e-6), at::ones_like(grad_norm));
+}
+
+// The update where numbers are read at every step: judged on the host.
+void apply_update_read_now(TrainState& s, StepResult& result) {
+  const auto& tc = s.config.train;
+  const double loss = result.loss.item<double>(), grad_norm = result.grad_norm.item<double>();
+  if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+    if (!tc.skip_nonfinite)
+      throw RuntimeError(fmt::format("step {}: non-finite {} ({}); stopping. Set train.skip_nonfinite: true to skip "
+                                     "such steps instead",
+                                     s.step, std::isfinite(loss) ? "gradient norm" : "loss",
+                                     std::isfinite(loss) ? grad_norm : loss));
+    result.skipped = true;
+    return;
+  }
+  const bool clip = tc.grad_clip > 0 && grad_norm > tc.grad_clip;
+  s.optimizer->step(result.lr, clip ? tc.grad_clip / (grad_norm + 1e-6) : 1.0);
+}
+
+// The update where reading a number would sync the device: judged on the device. A non-finite
+// step is not applied; without skip_nonfinite nothing after it is applied either, and
+// check_health reports it at the next read.
+void apply_update_on_device(TrainState& s, StepResult& result) {
+  const auto& tc = s.config.train;
+  const at::Tensor finite = at::isfinite(result.loss) & at::isfinite(result.grad_norm);
+  if (!s.healthy.defined()) {
+    s.healthy = at::ones({}, finite.options());
+    s.first_bad_step = at::full({}, -1, finite.options().dtype(at::kLong));
+    s.skipped_steps = at::zeros({}, finite.options().dtype(at::kLong));
+  }
+  const at::Tensor newly_bad = s.healthy & ~finite;
+  s.first_bad_step = at::where(newly_bad, at::full_like(s.first_bad_step, s.step), s.first_bad_step);
+  s.skipped_steps.add_((~finite).to(at::kLong));
+  const at::Tensor apply = tc.skip_nonfinite ? finite : (finite & s.healthy);
+  if (!tc.skip_nonfinite) s.healthy = s.healthy & finite;
+  s.optimizer->step_on_device(result.lr, clip_factor(result.grad_norm, tc.grad_clip), apply);
 }
 }  // namespace
 
@@ -37,8 +82,10 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   TrainState s;
   s.config = config;
   ModelLayout layout = plan_layout(config);
-  s.comm = single_process ? std::make_unique<Communicator>(layout.mesh)
-                          : std::make_unique<Communicator>(rendezvous, layout.mesh);
+  const ResolvedRuntime runtime = resolve_runtime(config.runtime);
+  s.comm = single_process ? std::make_unique<Communicator>(layout.mesh, runtime)
+                          : std::make_unique<Communicator>(rendezvous, layout.mesh, runtime);
+  if (s.comm->rank() == 0) fmt::print("{}\n", runtime.reason);
   const int64_t dp_size = layout.dp_size(), dp_index = layout.dp_index(s.comm->rank());
   // Data before compute: a bad file is a usage error before any work.
   s.train_data = TokenDataset::open(config.data.train, config.model.vocab_size);
@@ -57,16 +104,17 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   return s;
 }
 
-StepResult train_step(TrainState& s, bool inject_nan) {
+StepResult train_step(TrainState& s) {
   const auto& tc = s.config.train;
   ShardedModel& model = *s.model;
+  const c10::Device device = s.comm->device();
   StepResult result;
   const auto start = Clock::now();
   const int64_t collective_start = collective_time_ns();
 
   Batch batch = s.loader->next();
-  at::Tensor inputs = to_tensor(batch.inputs, batch.rows, batch.seq);
-  at::Tensor targets = to_tensor(batch.targets, batch.rows, batch.seq);
+  at::Tensor inputs = to_tensor(batch.inputs, batch.rows, batch.seq, device);
+  at::Tensor targets = to_tensor(batch.targets, batch.rows, batch.seq, device);
   result.timings.data_ms = ms_since(start);
 
   auto phase = Clock::now();
@@ -75,7 +123,7 @@ StepResult train_step(TrainState& s, bool inject_nan) {
   at::Tensor loss = s.gpt->loss(inputs, targets, ops, true);
   if (const auto after = caching_cpu_allocator_stats(); after.installed && loss.device().is_cpu())
     result.graph_bytes = after.live_bytes - live_before;
-  if (inject_nan) loss = loss * NAN;
+  if (test_hooks().nan_loss_at_step == s.step) loss = loss * NAN;
   result.timings.forward_ms = ms_since(phase);
 
   phase = Clock::now();
@@ -89,22 +137,25 @@ StepResult train_step(TrainState& s, bool inject_nan) {
 
   phase = Clock::now();
   result.lr = learning_rate_at(tc, s.step);
-  if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
-    if (!tc.skip_nonfinite)
-      throw RuntimeError(fmt::format("step {}: non-finite {} ({}); stopping. Set train.skip_nonfinite: true to skip "
-                                     "such steps instead",
-                                     s.step, std::isfinite(result.loss) ? "gradient norm" : "loss",
-                                     std::isfinite(result.loss) ? result.grad_norm : result.loss));
-    result.skipped = true;
-  } else {
-    const bool clip = tc.grad_clip > 0 && result.grad_norm > tc.grad_clip;
-    s.optimizer->step(result.lr, clip ? tc.grad_clip / (result.grad_norm + 1e-6) : 1.0);
-  }
+  if (s.reads_every_step()) apply_update_read_now(s, result);
+  else apply_update_on_device(s, result);
   result.timings.optimizer_ms = ms_since(phase);
   result.timings.collective_ms = static_cast<double>(collective_time_ns() - collective_start) / 1e6;
   result.timings.total_ms = ms_since(start);
   ++s.step;
   return result;
+}
+
+int64_t check_health(TrainState& s) {
+  if (!s.healthy.defined()) return 0;
+  const int64_t first_bad = s.first_bad_step.item<int64_t>();
+  if (!s.config.train.skip_nonfinite && first_bad >= 0)
+    throw RuntimeError(fmt::format("step {}: non-finite loss or gradient norm; no update was applied from it on; "
+                                   "stopping. Set train.skip_nonfinite: true to skip such steps instead",
+                                   first_bad));
+  const int64_t skipped = s.skipped_steps.item<int64_t>();
+  s.skipped_steps.zero_();
+  return skipped;
 }
 
 double evaluate(TrainState& s) {
@@ -115,9 +166,10 @@ double evaluate(TrainState& s) {
   for (int64_t k = 0; k < c.train.eval_batches; ++k) {
     Batch batch = eval_batch(*s.val_data, k, c.data.batch_size, c.model.block_size, s.dp_index(), s.dp_size());
     ParallelOps ops(*s.model, static_cast<uint64_t>(c.train.seed), -1);
-    at::Tensor loss = s.gpt->loss(to_tensor(batch.inputs, batch.rows, batch.seq),
-                                  to_tensor(batch.targets, batch.rows, batch.seq), ops, false);
-    sum += global_mean(loss, *s.model);
+    const c10::Device device = s.comm->device();
+    at::Tensor loss = s.gpt->loss(to_tensor(batch.inputs, batch.rows, batch.seq, device),
+                                  to_tensor(batch.targets, batch.rows, batch.seq, device), ops, false);
+    sum += global_mean(loss, *s.model).item<double>();  // evaluation is a number the user asked for
   }
   return sum / static_cast<double>(c.train.eval_batches);
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "ckpt/checkpoint.h"
 #include "comm/communicator.h"
 #include "config/config.h"
 #include "data/loader.h"
@@ -25,8 +26,17 @@ struct TrainState {
   std::shared_ptr<const TokenDataset> train_data, val_data;  // val_data null when eval is off
   std::unique_ptr<DataLoader> loader;
   int64_t step = 0;  // the next step to run
+  // Where reading a number costs a device sync (CUDA), steps judge their own health on the
+  // device and these hold the verdict until a log step reads it; on the CPU numbers are read at
+  // every step and they stay undefined.
+  at::Tensor healthy;          // bool: no non-finite step so far (train.skip_nonfinite: false)
+  at::Tensor first_bad_step;   // int64: the first non-finite step, or -1
+  at::Tensor skipped_steps;    // int64: non-finite steps skipped (train.skip_nonfinite: true)
 
   int rank() const { return comm->rank(); }
+  // Numbers (loss, norm, health) are read on the host at every step: free on the CPU.
+  bool reads_every_step() const { return comm->device().is_cpu(); }
+  CheckpointState checkpoint_view() { return {config, *comm, *model, *optimizer, *loader, step}; }
   int64_t dp_size() const { return model->layout().dp_size(); }
   int64_t dp_index() const { return model->layout().dp_index(rank()); }
 };
@@ -39,19 +49,25 @@ struct StepTimings {
 };
 
 struct StepResult {
-  double loss = 0;       // mean over the global batch
-  double grad_norm = 0;  // before clipping
+  at::Tensor loss;       // 0-dim float64 on the device: mean over the global batch
+  at::Tensor grad_norm;  // 0-dim float64 on the device: before clipping
   double lr = 0;
-  bool skipped = false;  // non-finite and train.skip_nonfinite
+  bool skipped = false;  // non-finite and train.skip_nonfinite (known here where reads_every_step)
   StepTimings timings;   // collective_ms is included in forward/backward
   // Tensor bytes the autograd graph holds between forward and backward (activations, and any
   // gathered FSDP weights); -1 unless the caching CPU allocator, which counts them, is installed.
   int64_t graph_bytes = -1;
 };
 
-// batch -> forward -> backward -> grad sync -> clip -> AdamW. Throws RuntimeError on a
-// non-finite loss or gradient unless train.skip_nonfinite. `inject_nan` poisons the loss (tests).
-StepResult train_step(TrainState& state, bool inject_nan = false);
+// batch -> forward -> backward -> grad sync -> clip -> AdamW. A non-finite loss or gradient
+// norm is never applied: RuntimeError unless train.skip_nonfinite (at once where
+// reads_every_step, else from check_health at the next read).
+StepResult train_step(TrainState& state);
+
+// Where numbers are read lazily: reads the device-side verdict of the steps since the last call
+// (a sync). Throws RuntimeError naming the first non-finite step unless train.skip_nonfinite;
+// returns how many steps were skipped since the last call.
+int64_t check_health(TrainState& state);
 
 // Mean validation loss over train.eval_batches fixed batches (the same rows on every mesh).
 double evaluate(TrainState& state);

@@ -11,11 +11,14 @@
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint.h"
+#include "comm/backend.h"
 #include "train/metrics.h"
 #include "train/stop_signal.h"
 #include "train/train_state.h"
 #include "util/caching_cpu_allocator.h"
+#include "util/durable_file.h"
 #include "util/error.h"
+#include "util/test_hooks.h"
 
 namespace spmd {
 
@@ -29,25 +32,30 @@ void dump_parameters(const ShardedModel& model, const std::string& dir) {
   for (size_t i = 0; i < full.size(); ++i) {
     const auto& info = model.layout().params[i].info;
     at::Tensor t = full[i];
-    for (size_t d = 0; d < info.logical.size(); ++d)
-      if (info.logical[d] == "vocab") t = t.narrow(static_cast<int64_t>(d), 0, model.layout().model.vocab_size);
-    t = t.contiguous();
+    if (info.padded_dim >= 0) t = t.narrow(info.padded_dim, 0, info.unpadded_size);
+    t = t.to(at::kCPU).contiguous();
     std::ofstream out(dir + "/" + info.name + ".f32", std::ios::binary);
     out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * 4));
   }
 }
 
 // Tensor memory per rank (the caching allocator's counts; max over ranks): the peak, and what the
-// autograd graph held between forward and backward in the last step.
-void report_memory(TrainState& state, int64_t graph_bytes) {
+// autograd graph held between forward and backward in the last step. Goes into the summary.
+void report_memory(TrainState& state, int64_t graph_bytes, nlohmann::json& summary) {
   at::Tensor bytes = at::tensor({static_cast<double>(caching_cpu_allocator_stats().peak_live_bytes),
                                  static_cast<double>(graph_bytes)}, at::kDouble);
-  state.comm->world().all_reduce_max(bytes);
+  state.comm->control().all_reduce_max(bytes);
+  summary["peak_tensor_bytes"] = bytes[0].item<double>();
+  summary["graph_bytes"] = bytes[1].item<double>();
   if (state.rank() == 0)
-    fmt::print("tensor memory per rank (max): peak {:.1f} MiB, held for backward {:.1f} MiB "
-               "(peak_tensor_bytes={:.0f} graph_bytes={:.0f})\n",
-               bytes[0].item<double>() / (1 << 20), bytes[1].item<double>() / (1 << 20), bytes[0].item<double>(),
-               bytes[1].item<double>());
+    fmt::print("tensor memory per rank (max): peak {:.1f} MiB, held for backward {:.1f} MiB\n",
+               bytes[0].item<double>() / (1 << 20), bytes[1].item<double>() / (1 << 20));
+}
+
+// Facts about the run for programs (tests, scripts): output.dir/summary.json, written by rank 0
+// at the end of a run or a stop. The progress lines are for people.
+void write_summary(const Config& config, const nlohmann::json& summary) {
+  write_file_durably(config.output.dir + "/summary.json", summary.dump(1) + "\n");
 }
 
 }  // namespace
@@ -57,10 +65,11 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   TrainState state = build_train_state(config, rendezvous, options.single_process);
   const bool leader = state.rank() == 0;
   std::unique_ptr<MetricsLog> metrics = leader ? std::make_unique<MetricsLog>(config.output.dir) : nullptr;
-  if (!options.dump_init_dir.empty()) dump_parameters(*state.model, options.dump_init_dir);
+  if (!test_hooks().dump_init_dir.empty()) dump_parameters(*state.model, test_hooks().dump_init_dir);
+  CheckpointState checkpointed = state.checkpoint_view();
   if (options.resume) {
     const std::string path = resolve_resume_path(config, options.resume_path);
-    restore_checkpoint(state, path);
+    restore_checkpoint(checkpointed, path);
     if (leader) fmt::print("resumed from {} at step {}\n", path, state.step);
   }
   const bool checkpointing = !config.checkpoint.dir.empty();
@@ -69,25 +78,30 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
     if (state.step == last_saved_step) return;
     last_saved_step = state.step;
     const auto start = std::chrono::steady_clock::now();
-    std::string dir = save_checkpoint(state, state.step == options.crash_during_save_at_step);
+    std::string dir = save_checkpoint(checkpointed);
     if (leader)
       fmt::print("checkpoint {} written in {:.2f} s\n", dir,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   };
 
   const int64_t tokens_per_step = config.data.batch_size * config.model.block_size;
+  const int64_t state_bytes = state.model->local_param_bytes() * 2 + state.optimizer->state_bytes();
+  nlohmann::json summary{{"device", state.comm->device().str()},  {"backend", state.comm->runtime().backend},
+                         {"ranks", state.model->layout().mesh.size()}, {"data_parallel", state.dp_size()},
+                         {"params", gpt2_num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
+                         {"gradient_buckets", state.grad_sync->num_buckets()}};
   if (leader)
-    fmt::print("spmd-train: mesh {} | {} ranks | data-parallel {} | {} params | params+grads+AdamW per rank: "
-               "state_bytes_per_rank={} | gradient_buckets={}\n",
-               state.model->layout().mesh.describe(), state.model->layout().mesh.size(), state.dp_size(),
-               gpt2_num_params(config.model),
-               state.model->local_param_bytes() * 2 + state.optimizer->state_bytes(), state.grad_sync->num_buckets());
+    fmt::print("spmd-train: mesh {} | {} ranks on {} over {} | data-parallel {} | {} params | params+grads+AdamW "
+               "per rank {:.1f} MiB | {} gradient bucket(s)\n",
+               state.model->layout().mesh.describe(), state.model->layout().mesh.size(), state.comm->device().str(),
+               state.comm->runtime().backend, state.dp_size(), gpt2_num_params(config.model),
+               static_cast<double>(state_bytes) / (1 << 20), state.grad_sync->num_buckets());
 
   // Every rank must agree on stopping (a signal may reach them at different steps): the max of
-  // their requests is all-reduced after each step.
+  // their requests is all-reduced after each step, over the CPU control group (no GPU wait).
   auto agreed_stop_signal = [&]() {
     at::Tensor requested = at::full({1}, static_cast<float>(stop_signal_received()));
-    state.comm->world().all_reduce_max(requested);
+    state.comm->control().all_reduce_max(requested);
     return static_cast<int>(requested.item<float>());
   };
 
@@ -95,48 +109,74 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   const int64_t first_step = state.step;
   double last_loss = NAN;
   int64_t graph_bytes = -1;
+  // Steps and their host-side time since the last log line. On CUDA a step's host time is only
+  // its launch time, but reading the numbers at the log step waits for all of them, so the sum
+  // over the interval is the interval's wall time.
+  int64_t interval_steps = 0;
+  double interval_ms = 0;
   while (state.step < tc.steps) {
     const int64_t step = state.step;
-    StepResult r = train_step(state, step == options.inject_nan_at_step);
+    const auto step_start = std::chrono::steady_clock::now();
+    StepResult r = train_step(state);
     graph_bytes = r.graph_bytes;
     if (r.skipped) {
       if (leader) fmt::print("step {}: non-finite loss or gradient; step skipped\n", step);
       continue;
     }
-    last_loss = r.loss;
     const bool eval_now = state.val_data && ((step + 1) % tc.eval_every == 0 || step + 1 == tc.steps);
     const bool log_now = eval_now || step % tc.log_every == 0 || step + 1 == tc.steps;
+    if (log_now || state.reads_every_step()) last_loss = r.loss.item<double>();  // a sync on CUDA: log steps only
+    const int64_t skipped = log_now ? check_health(state) : 0;
+    ++interval_steps;
+    interval_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
     const double val_loss = eval_now ? evaluate(state) : NAN;
+    if (leader && skipped > 0) fmt::print("{} step(s) before step {} had a non-finite loss or gradient; skipped\n", skipped, step + 1);
     if (leader && log_now) {
-      const double tokens_per_s = static_cast<double>(tokens_per_step) / (r.timings.total_ms / 1000.0);
-      nlohmann::json record{{"step", step},           {"loss", r.loss},       {"lr", r.lr},
-                            {"grad_norm", r.grad_norm}, {"tokens_per_s", tokens_per_s}, {"step_ms", r.timings.total_ms}};
+      const double step_ms = interval_ms / static_cast<double>(interval_steps);
+      const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
+      const double grad_norm = r.grad_norm.item<double>();
+      nlohmann::json record{{"step", step},           {"loss", last_loss},       {"lr", r.lr},
+                            {"grad_norm", grad_norm}, {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms}};
       if (eval_now) record["val_loss"] = val_loss;
       metrics->write(record);
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
       const double eta = elapsed / static_cast<double>(step + 1 - first_step) * static_cast<double>(tc.steps - step - 1);
       fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms | ETA {}\n", step + 1, tc.steps,
-                 r.loss, eval_now ? fmt::format(" | val {:.4f}", val_loss) : std::string(), r.lr, tokens_per_s,
-                 r.timings.total_ms, format_duration(eta));
+                 last_loss, eval_now ? fmt::format(" | val {:.4f}", val_loss) : std::string(), r.lr, tokens_per_s,
+                 step_ms, format_duration(eta));
       std::fflush(stdout);
     }
+    if (log_now) interval_steps = 0, interval_ms = 0;
     if (checkpointing && config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoint();
     if (int sig = agreed_stop_signal()) {
       if (leader) fmt::print("stopping after step {} on {}\n", state.step, strsignal(sig));
       if (checkpointing) checkpoint();
+      summary["steps_run"] = state.step - first_step;
+      if (leader) write_summary(config, summary);
       std::fflush(stdout);
       return 128 + sig;
     }
   }
+  check_health(state);  // the last steps' verdict, where it was not read yet
   if (checkpointing) checkpoint();  // the final state, unless just saved
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   if (leader) fmt::print("done: {} steps in {}, final loss {:.4f}\n", tc.steps - first_step, format_duration(total_s), last_loss);
-  if (graph_bytes >= 0) report_memory(state, graph_bytes);
-  if (const auto& p = state.model->fsdp_prefetcher(); leader && p.total_uses() > 0)
-    fmt::print("FSDP all-gathers: {} of {} weight uses served by a gather started during the previous layer "
-               "(fsdp_prefetched={} fsdp_uses={})\n",
-               p.prefetched_uses(), p.total_uses(), p.prefetched_uses(), p.total_uses());
-  state.comm->world().barrier();
+  summary["steps_run"] = tc.steps - first_step;
+  summary["final_loss"] = last_loss;
+  if (graph_bytes >= 0) report_memory(state, graph_bytes, summary);
+  if (const int64_t peak = peak_device_tensor_bytes(state.comm->device()); peak >= 0) {
+    summary["peak_device_tensor_bytes"] = peak;  // this rank's (rank 0's in the file)
+    if (leader) fmt::print("tensor memory on {}: peak {:.1f} MiB\n", state.comm->device().str(), static_cast<double>(peak) / (1 << 20));
+  }
+  if (const auto& p = state.model->fsdp_prefetcher(); p.total_uses() > 0) {
+    summary["fsdp_weight_uses"] = p.total_uses();
+    summary["fsdp_prefetched_uses"] = p.prefetched_uses();
+    if (leader)
+      fmt::print("FSDP all-gathers: {} of {} weight uses served by a gather started during the previous layer\n",
+                 p.prefetched_uses(), p.total_uses());
+  }
+  if (leader) write_summary(config, summary);
+  state.comm->control().barrier();
   return 0;
 }
 

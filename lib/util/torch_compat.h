@@ -1,7 +1,12 @@
-// Differences between libtorch 1.13 (Debian) and 2.x (PyTorch wheels) live here and only here.
+// Differences between libtorch 1.13 (Debian) and 2.x (PyPI wheels) live here and only here.
+// Light on purpose: headers include it; the heavy c10d headers stay in the .cpp files.
 #pragma once
 #include <torch/csrc/api/include/torch/version.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+namespace c10d {
+class ProcessGroup;
+class Backend;
+}  // namespace c10d
 
 namespace spmd::compat {
 
@@ -10,6 +15,13 @@ namespace spmd::compat {
 using BackendBase = c10d::Backend;
 #else
 using BackendBase = c10d::ProcessGroup;
+#endif
+
+// at::scaled_dot_product_attention exists from 2.0 on.
+#if TORCH_VERSION_MAJOR >= 2
+#define SPMD_HAS_SDPA 1
+#else
+#define SPMD_HAS_SDPA 0
 #endif
 
 }  // namespace spmd::compat

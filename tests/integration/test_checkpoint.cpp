@@ -56,8 +56,7 @@ TEST_CASE("checkpoint: a crash during a save leaves the previous checkpoint as t
   TinyRun run;
   const auto hybrid = mesh_args(test_mesh("hybrid-2x4"));
   const std::string ck = run.dir.file("ck");
-  auto crashed = run_train(run, run.dir.file("o1"),
-                           args(hybrid, args(ckpt_args(ck, 20), {"--crash-during-save-at-step", "20"})));
+  auto crashed = run_train(run, run.dir.file("o1"), args(hybrid, ckpt_args(ck, 20)), "crash_in_save@20");
   CHECK(crashed.exit_code != 0);
   CHECK(fs::exists(ck + "/step_00000010/index.json"));
   CHECK_FALSE(fs::exists(ck + "/step_00000020"));

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "comm/backend.h"
 #include "training_fixture.h"
 
 using namespace spmd::test;
@@ -150,10 +151,10 @@ TEST_CASE("faults: an unreachable master and a port in use are clear errors") {
 
 TEST_CASE("faults: a NaN loss stops the run naming the step, or is skipped when asked") {
   TinyRun run;
-  auto stopped = run_train(run, run.dir.file("o1"), {"--inject-nan-at-step", "3"});
+  auto stopped = run_train(run, run.dir.file("o1"), {}, "nan_loss@3");
   CHECK(stopped.exit_code == 1);
   CHECK_MESSAGE(stopped.output.find("step 3: non-finite loss") != std::string::npos, stopped.output);
-  auto skipped = run_train(run, run.dir.file("o2"), {"--inject-nan-at-step", "3", "--set", "train.skip_nonfinite=true"});
+  auto skipped = run_train(run, run.dir.file("o2"), {"--set", "train.skip_nonfinite=true"}, "nan_loss@3");
   CHECK_MESSAGE(skipped.exit_code == 0, skipped.output);
   CHECK(skipped.output.find("step 3: non-finite loss or gradient; step skipped") != std::string::npos);
   CHECK(count_lines(run.dir.file("o2/metrics.jsonl")) == 11);  // 12 steps, one skipped
@@ -182,9 +183,18 @@ TEST_CASE("faults: bad command-line arguments exit 2") {
   }
   auto missing = run_process({binary_path("spmd-train")});
   CHECK(missing.exit_code == 2);
-  auto nccl = run_train(run, run.dir.file("o"), {"--set", "runtime.backend=nccl"});
-  CHECK(nccl.exit_code == 2);
-  CHECK(nccl.output.find("runtime.backend: nccl is not available in this build") != std::string::npos);
+  if (spmd::visible_gpus() > 0) {
+    MESSAGE("SKIP: a GPU is visible, so runtime.device=cuda is legal here");
+    return;
+  }
+  const std::string why = spmd::built_with_cuda() ? "no GPU visible" : "built without CUDA";
+  for (const char* setting : {"runtime.device=cuda", "runtime.backend=nccl"}) {
+    CAPTURE(setting);
+    auto r = run_train(run, run.dir.file("o"), {"--set", setting, "--set", "mesh.shape=[2,2]"});
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.output.find(why) != std::string::npos, r.output);
+    CHECK(r.output.find("[rank") == std::string::npos);  // refused before any process started
+  }
 }
 
 TEST_CASE("faults: bad data files stop spmd-train with exit 2 naming the file") {

@@ -53,9 +53,7 @@ TEST_CASE("training: gradient buckets all-reduced during backward give the same 
     with_bucket.insert(with_bucket.end(), {"--set", std::string("runtime.grad_bucket_mb=") + bucket_mb});
     auto r = run_train(run, run.dir.file(std::string("bucket-") + bucket_mb), with_bucket);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-    auto at = r.output.find("gradient_buckets=");
-    REQUIRE(at != std::string::npos);
-    const int buckets = std::stoi(r.output.substr(at + 17));
+    const int buckets = read_summary(run.dir.file(std::string("bucket-") + bucket_mb))["gradient_buckets"].get<int>();
     if (std::string(bucket_mb) == "0") CHECK(buckets == 1);
     else CHECK(buckets > 5);
     check_same_curve(read_metrics(run.dir.file(std::string("bucket-") + bucket_mb) + "/metrics.jsonl"), reference, 2e-4);
@@ -93,8 +91,9 @@ TEST_CASE("training: initialized global parameters are bit-identical on every me
   TinyRun run;
   auto dump = [&](const std::string& name, std::vector<std::string> args) {
     std::string dir = run.dir.file("init-" + name);
-    args.insert(args.end(), {"--set", "train.steps=1", "--set", "train.eval_every=0", "--dump-init", dir});
-    train(run, run.dir.file("out-" + name), args);
+    args.insert(args.end(), {"--set", "train.steps=1", "--set", "train.eval_every=0"});
+    auto r = run_train(run, run.dir.file("out-" + name), args, "dump_init=" + dir);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     return dir;
   };
   std::string reference = dump("single", {});
@@ -165,9 +164,7 @@ TEST_CASE("training: FSDP-8 holds about 1/8 of the parameter, gradient and optim
     argv.insert(argv.end(), args.begin(), args.end());
     auto r = run_process(argv, {}, 120);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-    auto at = r.output.find("state_bytes_per_rank=");
-    REQUIRE(at != std::string::npos);
-    return std::stod(r.output.substr(at + 21));
+    return read_summary(run.dir.file("mem"))["state_bytes_per_rank"].get<double>();
   };
   double single = state_bytes({});
   double fsdp = state_bytes(mesh_args(test_mesh("fsdp-8")));
@@ -188,12 +185,8 @@ TEST_CASE("training: FSDP frees gathered weights after use: its graph holds no m
     argv.insert(argv.end(), args.begin(), args.end());
     auto r = run_process(argv, {}, 120);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-    auto value = [&](const std::string& key) {
-      auto at = r.output.find(key + "=");
-      REQUIRE_MESSAGE(at != std::string::npos, r.output);
-      return std::stod(r.output.substr(at + key.size() + 1));
-    };
-    return std::make_pair(value("graph_bytes"), value("state_bytes_per_rank"));
+    const auto summary = read_summary(run.dir.file(name));
+    return std::make_pair(summary["graph_bytes"].get<double>(), summary["state_bytes_per_rank"].get<double>());
   };
   const double param_bytes = measure("single", {}).second / 4;  // params, grads, AdamW m and v
   const double dp = measure("dp", mesh_args({"dp-4", "[4,1]", "[data,model]", kTpRules})).first;
@@ -212,13 +205,9 @@ TEST_CASE("training: FSDP prefetch overlaps the next gather and changes no numbe
   // weight must have been served from a gather already in flight.
   TinyRun run;
   auto args = mesh_args({"fsdp-4", "[4]", "[fsdp]", test_mesh("fsdp-8").rules});
-  auto counts = [](const ProcessResult& r) {
-    auto value = [&](const std::string& key) {
-      auto at = r.output.find(key + "=");
-      REQUIRE_MESSAGE(at != std::string::npos, r.output);
-      return std::stol(r.output.substr(at + key.size() + 1));
-    };
-    return std::make_pair(value("fsdp_prefetched"), value("fsdp_uses"));
+  auto counts = [](const std::string& out) {
+    const auto summary = read_summary(out);
+    return std::make_pair(summary["fsdp_prefetched_uses"].get<long>(), summary["fsdp_weight_uses"].get<long>());
   };
   std::vector<Curve> curves;
   std::vector<std::pair<long, long>> served;
@@ -228,7 +217,7 @@ TEST_CASE("training: FSDP prefetch overlaps the next gather and changes no numbe
     const std::string out = run.dir.file(std::string("prefetch-") + prefetch);
     auto r = run_train(run, out, with);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-    served.push_back(counts(r));
+    served.push_back(counts(out));
     curves.push_back(read_metrics(out + "/metrics.jsonl"));
   }
   // 12 steps and 3 evaluations of 2 batches: 18 forwards and 12 backwards over 2 layers.

@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -77,10 +78,21 @@ inline Curve read_metrics(const std::string& path) {
 }
 
 // spmd-train on the tiny config with output.dir=out and extra arguments; returns the process.
-inline ProcessResult run_train(const TinyRun& run, const std::string& out, const std::vector<std::string>& extra) {
+// `hooks` goes to SPMD_TEST_HOOKS (the fault-injection point, lib/util/test_hooks.h).
+inline ProcessResult run_train(const TinyRun& run, const std::string& out, const std::vector<std::string>& extra,
+                               const std::string& hooks = "") {
   std::vector<std::string> argv{binary_path("spmd-train"), "--config", run.config, "--set", "output.dir=" + out};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  return run_process(argv, {}, 300);
+  std::map<std::string, std::string> env;
+  if (!hooks.empty()) env["SPMD_TEST_HOOKS"] = hooks;
+  return run_process(argv, env, 300);
+}
+
+// The facts a finished run wrote for programs: output.dir/summary.json.
+inline nlohmann::json read_summary(const std::string& out) {
+  std::ifstream in(out + "/summary.json");
+  REQUIRE_MESSAGE(in.good(), out << "/summary.json is missing");
+  return nlohmann::json::parse(in);
 }
 
 // The same, requiring success; returns the loss curve.

@@ -6,14 +6,15 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "model/cpu_gemm.h"
-#include "model/fused_attention.h"
+#include "kernels/cpu/cpu_gemm.h"
+#include "kernels/cpu/fused_attention.h"
 
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
 #undef CHECK
 #include <doctest/doctest.h>
 
-using namespace spmd;
+using namespace spmd::kernels;
+using namespace spmd::kernels::cpu;
 
 namespace {
 

@@ -3,13 +3,13 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "model/fused_gelu.h"
+#include "kernels/cpu/fused_gelu.h"
 
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
 #undef CHECK
 #include <doctest/doctest.h>
 
-using namespace spmd;
+using namespace spmd::kernels::cpu;
 
 TEST_CASE("fused gelu: values and gradients match at::gelu(x + bias, tanh)") {
   at::manual_seed(11);

@@ -5,14 +5,16 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "model/cpu_gemm.h"
-#include "model/fused_linear.h"
+#include "kernels/cpu/cpu_gemm.h"
+#include "kernels/cpu/fused_linear.h"
+#include "kernels/kernels.h"
 
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
 #undef CHECK
 #include <doctest/doctest.h>
 
-using namespace spmd;
+using namespace spmd::kernels;
+using namespace spmd::kernels::cpu;
 
 namespace {
 

@@ -96,3 +96,37 @@ TEST_CASE("optim: weight decay goes to weight matrices and embeddings, never to 
   }
   CHECK(decayed == 2 + 2 * 4);  // wte, wpe, and 4 weights per layer
 }
+
+TEST_CASE("optim: the on-device update (lazy reads, CUDA) equals the host-decided one, and skips where told") {
+  // step_on_device is the path CUDA runs; its numbers are libtorch ops on any device, so the CPU
+  // checks them: applied steps equal step(), refused steps change neither p, m, v nor t.
+  TrainConfig config;
+  config.beta2 = 0.99;
+  config.weight_decay = 0.1;
+  at::manual_seed(1);
+  at::Tensor w0 = at::randn({64, 33});
+  at::Tensor host = w0.clone().set_requires_grad(true), device = w0.clone().set_requires_grad(true);
+  AdamW on_host({host}, {true}, config), on_device({device}, {true}, config);
+  const at::Tensor yes = at::ones({}, at::kBool), no = at::zeros({}, at::kBool);
+  for (int step = 0; step < 6; ++step) {
+    CAPTURE(step);
+    at::Tensor g = at::sin(at::arange(64 * 33, at::kFloat).reshape({64, 33}) * (step + 1));
+    host.mutable_grad() = g.clone();
+    device.mutable_grad() = g.clone();
+    const double scale = step % 2 ? 0.5 : 1.0;
+    if (step == 3) {  // a refused step: nothing moves
+      const at::Tensor before = device.detach().clone(), m = on_device.exp_avg()[0].clone();
+      on_device.step_on_device(1e-2, at::full({}, scale, at::kDouble), no);
+      CHECK(at::equal(device, before));
+      CHECK(at::equal(on_device.exp_avg()[0], m));
+      CHECK(on_device.steps_taken() == 3);
+      continue;
+    }
+    on_host.step(1e-2, scale);
+    on_device.step_on_device(1e-2, at::full({}, scale, at::kDouble), yes);
+    CHECK(at::allclose(device, host, 1e-6, 1e-7));
+    CHECK(at::allclose(on_device.exp_avg_sq()[0], on_host.exp_avg_sq()[0], 1e-6, 1e-12));
+  }
+  CHECK(on_device.steps_taken() == on_host.steps_taken());
+  CHECK(on_device.steps_taken() == 5);
+}

@@ -10,7 +10,7 @@
 
 #include "comm/collectives.h"
 #include "comm/communicator.h"
-#include "model/fused_linear.h"
+#include "kernels/kernels.h"
 #include "parallel/fsdp_ops.h"
 #include "parallel/fsdp_prefetch.h"
 #include "parallel/vocab_parallel_loss.h"
@@ -141,9 +141,9 @@ void check_group(const Group& g, const std::string& label) {
     at::Tensor w = at::cat(shards, 0).reshape({K, 6});
     at::Tensor b = leaf(data_for(0, {6}, 1.4));
     at::Tensor total = at::zeros({}, at::kFloat);
-    for (int m = 0; m < n; ++m) total = total + (dense_product(xs[m], w, b, dtype) * data_for(m, {4, 6}, 1.5)).sum();
+    for (int m = 0; m < n; ++m) total = total + (kernels::dense_product(xs[m], w, b, dtype) * data_for(m, {4, 6}, 1.5)).sum();
     total.backward();
-    expect_close(name + " forward", y.detach(), dense_product(xs[r], w, b, dtype).detach());
+    expect_close(name + " forward", y.detach(), kernels::dense_product(xs[r], w, b, dtype).detach());
     expect_close(name + " grad x", x.grad(), xs[r].grad());
     expect_close(name + " grad shard", shard.grad(), shards[r].grad());
     // The bias is replicated: each member's gradient is its own part of the sum.

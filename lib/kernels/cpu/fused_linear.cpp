@@ -1,13 +1,13 @@
-// fused_linear's autograd node: three parallel_gemm calls and a bias sum.
-#include "model/fused_linear.h"
+// fused_linear's autograd node (three parallel_gemm calls and a bias sum) and its autograd-free products.
+#include "kernels/cpu/fused_linear.h"
 
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "model/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 #include "util/error.h"
 
-namespace spmd {
+namespace spmd::kernels::cpu {
 
 namespace {
 
@@ -31,7 +31,7 @@ at::Tensor gemm_forward(const at::Tensor& x_in, const at::Tensor& w, const at::T
   const int64_t M = x.size(0), K = x.size(1), N = w.size(1);
   const Weight wt = weight_of(w);
   at::Tensor y = at::empty({M, N}, x.options());
-  cpu::parallel_gemm(false, wt.stored_transposed, M, N, K, 1.f, x.data_ptr<float>(), K, wt.data, wt.ld, 0.f,
+  parallel_gemm(false, wt.stored_transposed, M, N, K, 1.f, x.data_ptr<float>(), K, wt.data, wt.ld, 0.f,
                      y.data_ptr<float>(), N);
   if (bias.defined()) y.add_(bias);
   return y;
@@ -46,17 +46,17 @@ LinearGrads gemm_backward(const at::Tensor& x_in, const at::Tensor& w, const at:
   LinearGrads g;
   if (need_dx) {  // dX (M, K) = dY W^T
     g.dx = at::empty({M, K}, x.options());
-    cpu::parallel_gemm(false, !wt.stored_transposed, M, K, N, 1.f, dy.data_ptr<float>(), N, wt.data, wt.ld, 0.f,
+    parallel_gemm(false, !wt.stored_transposed, M, K, N, 1.f, dy.data_ptr<float>(), N, wt.data, wt.ld, 0.f,
                        g.dx.data_ptr<float>(), K);
   }
   if (need_dw) {
     if (!wt.stored_transposed) {  // dW (K, N) = X^T dY
       g.dw = at::empty({K, N}, x.options());
-      cpu::parallel_gemm(true, false, K, N, M, 1.f, x.data_ptr<float>(), K, dy.data_ptr<float>(), N, 0.f,
+      parallel_gemm(true, false, K, N, M, 1.f, x.data_ptr<float>(), K, dy.data_ptr<float>(), N, 0.f,
                          g.dw.data_ptr<float>(), N);
     } else {  // in w's own layout: dW^T (N, K) = dY^T X
       at::Tensor dwt = at::empty({N, K}, x.options());
-      cpu::parallel_gemm(true, false, N, K, M, 1.f, dy.data_ptr<float>(), N, x.data_ptr<float>(), K, 0.f,
+      parallel_gemm(true, false, N, K, M, 1.f, dy.data_ptr<float>(), N, x.data_ptr<float>(), K, 0.f,
                          dwt.data_ptr<float>(), K);
       g.dw = dwt.t();
     }
@@ -89,7 +89,7 @@ bool fused_linear_supports(const at::Tensor& x, const at::Tensor& w) {
     return t.dim() == 2 && t.device().is_cpu() && t.scalar_type() == at::kFloat;
   };
   return cpu_float_matrix(x) && cpu_float_matrix(w) && x.size(1) == w.size(0) &&
-         (w.is_contiguous() || w.t().is_contiguous()) && cpu::has_blas_sgemm();
+         (w.is_contiguous() || w.t().is_contiguous()) && has_blas_sgemm();
 }
 
 at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
@@ -101,48 +101,13 @@ at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& w, const at::Tens
   return FusedLinear::apply(x, w, bias.defined() ? bias : at::empty({0}, x.options()));
 }
 
-namespace {
-// x w (+ bias) with operands rounded to `dtype` and the result in x's dtype; autograd-aware.
-at::Tensor reduced_precision_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                                     at::ScalarType dtype) {
-  at::Tensor y = at::mm(x.to(dtype), w.to(dtype)).to(x.scalar_type());
-  return bias.defined() ? y + bias : y;
-}
-}  // namespace
-
-at::ScalarType matmul_operand_dtype(const std::string& name) {
-  SPMD_ASSERT(name == "float32" || name == "bfloat16", "matmul dtype '{}'", name);
-  return name == "bfloat16" ? at::kBFloat16 : at::kFloat;
+at::Tensor fused_linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  return gemm_forward(x, w, bias);
 }
 
-at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                         at::ScalarType operand_dtype) {
-  if (operand_dtype == x.scalar_type() && fused_linear_supports(x, w)) return fused_linear(x, w, bias);
-  return linear_forward(x, w, bias, operand_dtype);  // here only libtorch ops, which autograd records
+LinearGrads fused_linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
+                                  bool need_dw) {
+  return gemm_backward(x, w, dy, need_dx, need_dw);
 }
 
-at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                          at::ScalarType operand_dtype) {
-  if (operand_dtype != x.scalar_type()) return reduced_precision_product(x, w, bias, operand_dtype);
-  if (fused_linear_supports(x, w)) return gemm_forward(x, w, bias);
-  return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
-}
-
-LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
-                            bool need_dw, bool need_dbias, at::ScalarType operand_dtype) {
-  LinearGrads g;
-  if (operand_dtype != x.scalar_type()) {
-    const at::Tensor dy_r = dy.to(operand_dtype);
-    if (need_dx) g.dx = at::mm(dy_r, w.to(operand_dtype).t()).to(x.scalar_type());
-    if (need_dw) g.dw = at::mm(x.to(operand_dtype).t(), dy_r).to(x.scalar_type());
-  } else if (fused_linear_supports(x, w)) {
-    g = gemm_backward(x, w, dy, need_dx, need_dw);
-  } else {
-    if (need_dx) g.dx = at::mm(dy, w.t());
-    if (need_dw) g.dw = at::mm(x.t(), dy);
-  }
-  if (need_dbias) g.dbias = dy.sum(0);
-  return g;
-}
-
-}  // namespace spmd
+}  // namespace spmd::kernels::cpu

@@ -11,7 +11,7 @@
 //   dQ = dS K;     dK = dS^T Q
 // Rows are processed in blocks of kRowBlock; block [i0, i1) only needs keys [0, i1), so about half
 // of the T x T products are never computed.
-#include "model/fused_attention.h"
+#include "kernels/cpu/fused_attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +21,7 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "model/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 #include "util/error.h"
 
 // Lets GCC if-convert, so the row loops vectorize (see vector_math.h). Reductions need looser
@@ -32,15 +32,13 @@
 #else
 #define SPMD_REDUCTION_MATH(...)
 #endif
-#include "model/vector_math.h"
+#include "kernels/cpu/vector_math.h"
 
-namespace spmd {
+namespace spmd::kernels::cpu {
 
 namespace {
 
 constexpr int64_t kRowBlock = 32;
-
-using cpu::gemm;
 
 struct Shape {
   int64_t B, T, H, D;
@@ -230,19 +228,19 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
 
 }  // namespace
 
-bool fused_attention_supports(const at::Tensor& qkv) {
-  return qkv.dim() == 5 && qkv.size(2) == 3 && qkv.device().is_cpu() && qkv.scalar_type() == at::kFloat;
+bool fused_attention_supports(const at::Tensor& qkv, const at::Tensor& dropout_mask) {
+  const bool qkv_ok = qkv.dim() == 5 && qkv.size(2) == 3 && qkv.device().is_cpu() && qkv.scalar_type() == at::kFloat;
+  if (!qkv_ok || !dropout_mask.defined()) return qkv_ok;
+  const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
+  return dropout_mask.device().is_cpu() && dropout_mask.scalar_type() == at::kFloat &&
+         dropout_mask.sizes() == at::IntArrayRef{B, H, T, T};
 }
 
 at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask) {
-  SPMD_ASSERT(fused_attention_supports(qkv), "fused_causal_attention: qkv must be float32 (B, T, 3, H, D) on CPU, got {}",
-              qkv.sizes().vec());
-  if (dropout_mask.defined())
-    SPMD_ASSERT(dropout_mask.dim() == 4 && dropout_mask.size(0) == qkv.size(0) && dropout_mask.size(1) == qkv.size(3) &&
-                    dropout_mask.size(2) == qkv.size(1) && dropout_mask.size(3) == qkv.size(1) &&
-                    dropout_mask.scalar_type() == at::kFloat,
-                "fused_causal_attention: dropout mask {} does not match qkv {}", dropout_mask.sizes().vec(), qkv.sizes().vec());
+  SPMD_ASSERT(fused_attention_supports(qkv, dropout_mask),
+              "fused_causal_attention: needs float32 qkv (B, T, 3, H, D) and mask (B, H, T, T) on CPU, got {} and {}",
+              qkv.sizes().vec(), dropout_mask.defined() ? dropout_mask.sizes().vec() : std::vector<int64_t>{});
   return FusedCausalAttention::apply(qkv, &dropout_mask);
 }
 
-}  // namespace spmd
+}  // namespace spmd::kernels::cpu

@@ -1,5 +1,5 @@
 // sgemm_ found with dlsym, row-major wrappers, and the thread split.
-#include "model/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 
 #include <dlfcn.h>
 
@@ -9,7 +9,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
-namespace spmd::cpu {
+namespace spmd::kernels::cpu {
 
 namespace {
 
@@ -78,4 +78,4 @@ namespace detail {
 void force_aten_gemm(bool force) { g_force_aten = force; }
 }  // namespace detail
 
-}  // namespace spmd::cpu
+}  // namespace spmd::kernels::cpu

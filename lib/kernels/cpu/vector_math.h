@@ -13,7 +13,7 @@
 #define SPMD_VECTOR_CLONES
 #endif
 
-namespace spmd::vecmath {
+namespace spmd::kernels::cpu::vecmath {
 
 // exp(x), about 1 ulp, for x in [-87.3, 88.3] (clamped outside: exp(-inf) comes out as about
 // 1e-38, not 0). Cephes' expf: 2^n times a degree-6 polynomial of the remainder. Branch-free:
@@ -37,4 +37,4 @@ inline float exp_approx(float x) {
   return p * scale;
 }
 
-}  // namespace spmd::vecmath
+}  // namespace spmd::kernels::cpu::vecmath

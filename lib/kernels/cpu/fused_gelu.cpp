@@ -1,7 +1,7 @@
 // Fused bias + tanh-GELU. gelu(z) = z * s, s = sigmoid(2u), u = k0 (z + k1 z^3);
 // gelu'(z) = s + z s (1 - s) 2 k0 (1 + 3 k1 z^2). The forward pass writes gelu'(z) next to y
 // (it shares s), so backward is one multiply and keeps no input alive.
-#include "model/fused_gelu.h"
+#include "kernels/cpu/fused_gelu.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -16,9 +16,9 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
-#include "model/vector_math.h"
+#include "kernels/cpu/vector_math.h"
 
-namespace spmd {
+namespace spmd::kernels::cpu {
 
 namespace {
 
@@ -91,15 +91,15 @@ struct FusedBiasGelu : torch::autograd::Function<FusedBiasGelu> {
 
 }  // namespace
 
-bool fused_gelu_supports(const at::Tensor& x) {
-  return x.dim() >= 1 && x.device().is_cpu() && x.scalar_type() == at::kFloat;
+bool fused_gelu_supports(const at::Tensor& x, const at::Tensor& bias) {
+  const bool x_ok = x.dim() >= 1 && x.device().is_cpu() && x.scalar_type() == at::kFloat;
+  if (!x_ok || !bias.defined()) return x_ok;
+  return bias.dim() == 1 && bias.size(0) == x.size(-1) && bias.device().is_cpu() && bias.scalar_type() == at::kFloat;
 }
 
 at::Tensor fused_bias_gelu(const at::Tensor& x, const at::Tensor& bias) {
-  SPMD_ASSERT(fused_gelu_supports(x), "fused_bias_gelu: x must be float32 on CPU");
-  if (bias.defined())
-    SPMD_ASSERT(bias.dim() == 1 && bias.size(0) == x.size(-1) && bias.scalar_type() == at::kFloat,
-                "fused_bias_gelu: bias of {} elements for rows of {}", bias.numel(), x.size(-1));
+  SPMD_ASSERT(fused_gelu_supports(x, bias), "fused_bias_gelu: needs float32 x and bias of size x.size(-1) on CPU; "
+              "got bias of {} elements for rows of {}", bias.defined() ? bias.numel() : 0, x.dim() ? x.size(-1) : 0);
   const at::Tensor b = bias.defined() ? bias : at::empty({0}, x.options());
   if (at::GradMode::is_enabled() && (x.requires_grad() || b.requires_grad())) return FusedBiasGelu::apply(x, b);
   const at::Tensor xc = x.contiguous();  // inference: no derivative, no autograd node
@@ -108,4 +108,4 @@ at::Tensor fused_bias_gelu(const at::Tensor& x, const at::Tensor& bias) {
   return y;
 }
 
-}  // namespace spmd
+}  // namespace spmd::kernels::cpu

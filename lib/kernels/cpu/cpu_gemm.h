@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-namespace spmd::cpu {
+namespace spmd::kernels::cpu {
 
 // Whether the process's BLAS sgemm_ was found (Debian's libtorch: libblas.so.3 = OpenBLAS). When
 // not (a BLAS private to libtorch, as in the 2.x wheels), gemm goes through at::addmm_out.
@@ -25,4 +25,4 @@ namespace detail {
 void force_aten_gemm(bool force);
 }  // namespace detail
 
-}  // namespace spmd::cpu
+}  // namespace spmd::kernels::cpu

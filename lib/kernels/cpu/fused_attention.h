@@ -2,17 +2,19 @@
 // every (row, head), computed head by head in parallel with the causal mask applied by index (no
 // mask tensor, no score copies, the upper triangle's products skipped). Saves only the
 // probabilities for backward. The unfused libtorch computation is its reference (test_fused_attention).
+// Callers outside lib/kernels use kernels::causal_attention (kernels/kernels.h), which picks it.
 #pragma once
 #include <ATen/ATen.h>
 
-namespace spmd {
+namespace spmd::kernels::cpu {
 
-// Whether fused_causal_attention can take `qkv` (float32 on CPU); otherwise use the unfused ops.
-bool fused_attention_supports(const at::Tensor& qkv);
+// Whether fused_causal_attention can take `qkv` (float32 (B, T, 3, H, D) on CPU) and
+// `dropout_mask` (undefined, or float32 (B, H, T, T) on CPU); otherwise use the unfused ops.
+bool fused_attention_supports(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor());
 
 // qkv: (B, T, 3, H, D) as the c_attn dense layer produces it. Returns y: (B, T, H, D).
 // dropout_mask: undefined, or (B, H, T, T) multipliers of the probabilities (0 or 1/(1-p)), as
 // ops.dropout would apply them: y = (softmax(...) * dropout_mask) V.
 at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor());
 
-}  // namespace spmd
+}  // namespace spmd::kernels::cpu

@@ -1,0 +1,88 @@
+# Which libtorch find_package(Torch) found decides the build: Debian's libtorch-dev 1.13 (CPU,
+# Gloo) or a PyPI torch wheel's libtorch 2.x (CUDA, NCCL; scripts/build --torch2). Included from
+# the top-level CMakeLists.txt after every find_package; spmd_use_torch(spmd) is called once the
+# library target exists. Everything wheel-specific lives here.
+
+# TorchConfig.cmake looks libc10 up with find_library(... PATHS <prefix>/lib), which searches the
+# system directories first: with Debian's libtorch-dev installed beside the wheel, the wheel build
+# would link Debian's /usr/lib/x86_64-linux-gnu/libc10.so. Take every library the prefix has from there.
+set(_spmd_torch_libraries)
+foreach(_lib IN LISTS TORCH_LIBRARIES)
+  if(IS_ABSOLUTE "${_lib}")
+    get_filename_component(_name "${_lib}" NAME)
+    if(EXISTS "${TORCH_INSTALL_PREFIX}/lib/${_name}")
+      set(_lib "${TORCH_INSTALL_PREFIX}/lib/${_name}")
+    endif()
+  endif()
+  list(APPEND _spmd_torch_libraries "${_lib}")
+endforeach()
+set(TORCH_LIBRARIES ${_spmd_torch_libraries})
+
+# The wheel brings its own OpenMP runtime (torch/lib/libgomp.so.1, older than GCC 12's), which
+# libtorch_cpu loads; a process has one libgomp.so.1, so link our OpenMP code against that one
+# (lib/CMakeLists.txt's find_package(OpenMP) takes this cache entry): a symbol it lacks then fails
+# the link instead of the run, and CMake need not warn that the run path hides GCC's libgomp.
+if(EXISTS "${TORCH_INSTALL_PREFIX}/lib/libgomp.so.1")
+  set(OpenMP_gomp_LIBRARY "${TORCH_INSTALL_PREFIX}/lib/libgomp.so.1" CACHE FILEPATH "libtorch's OpenMP runtime"
+      FORCE)
+endif()
+
+# The one compile-time switch: SPMD_WITH_CUDA when this libtorch was built with CUDA (the wheel's
+# CMake files then define the torch_cuda target, and have already found the CUDA toolkit).
+set(SPMD_WITH_CUDA OFF)
+if(TARGET torch_cuda)
+  set(SPMD_WITH_CUDA ON)
+  # NCCL's header and library: the wheel's nvidia-nccl package (the NCCL libtorch_cuda was built
+  # with and loads: NCCLUtils.hpp's feature macros follow NCCL_VERSION_CODE), else the system's.
+  get_filename_component(_spmd_site_packages "${TORCH_INSTALL_PREFIX}/.." ABSOLUTE)
+  find_path(SPMD_NCCL_INCLUDE_DIR nccl.h PATHS "${_spmd_site_packages}/nvidia/nccl/include" NO_DEFAULT_PATH)
+  find_path(SPMD_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(SPMD_NCCL_LIBRARY NAMES nccl libnccl.so.2 PATHS "${_spmd_site_packages}/nvidia/nccl/lib"
+               NO_DEFAULT_PATH)
+  find_library(SPMD_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(NOT SPMD_NCCL_INCLUDE_DIR OR NOT SPMD_NCCL_LIBRARY)
+    message(FATAL_ERROR "libtorch at ${TORCH_INSTALL_PREFIX} has CUDA, but nccl.h / libnccl were not "
+                        "found (looked in ${_spmd_site_packages}/nvidia/nccl and the CUDA toolkit)")
+  endif()
+  file(STRINGS "${SPMD_NCCL_INCLUDE_DIR}/nccl.h" _nccl_version REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+  string(REGEX REPLACE "[^0-9;]*([0-9]+)[^;]*" "\\1" _nccl_version "${_nccl_version}")
+  string(REPLACE ";" "." SPMD_NCCL_VERSION "${_nccl_version}")
+  # Binaries run from the build tree without LD_LIBRARY_PATH: they need libcudart/libnvrtc/libnccl
+  # themselves, and must take the wheel's copies (those libtorch was built with and loads through
+  # its own run path), ahead of /usr/local/cuda/lib that CMake adds for the toolkit's libcudart.
+  file(GLOB _spmd_nvidia_lib_dirs LIST_DIRECTORIES true "${_spmd_site_packages}/nvidia/*/lib")
+  list(PREPEND CMAKE_BUILD_RPATH "${TORCH_INSTALL_PREFIX}/lib" ${_spmd_nvidia_lib_dirs})
+endif()
+
+# The wheel ships its own fmt (12) in include/, which (as -isystem) would hide Debian's /usr/include/fmt
+# (9), the fmt the project links (libfmt, and spdlog built on it). A shim directory, searched with
+# plain -I before every -isystem directory, sends <fmt/...> back to fmt::fmt's headers, so every
+# translation unit (libtorch's own c10d headers included) sees fmt 9 only.
+# (Debian's libtorch lives in /usr: its include/fmt is Debian's own, and no shim is made.)
+get_target_property(_fmt_include_dirs fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+find_path(SPMD_FMT_INCLUDE_DIR fmt/format.h PATHS ${_fmt_include_dirs} /usr/include NO_DEFAULT_PATH)
+get_filename_component(_torch_fmt "${TORCH_INSTALL_PREFIX}/include/fmt" REALPATH)
+get_filename_component(_project_fmt "${SPMD_FMT_INCLUDE_DIR}/fmt" REALPATH)
+if(EXISTS "${_torch_fmt}" AND NOT _torch_fmt STREQUAL _project_fmt)
+  set(SPMD_FMT_SHIM_DIR "${PROJECT_BINARY_DIR}/fmt-shim")
+  file(MAKE_DIRECTORY "${SPMD_FMT_SHIM_DIR}")
+  file(CREATE_LINK "${SPMD_FMT_INCLUDE_DIR}/fmt" "${SPMD_FMT_SHIM_DIR}/fmt" SYMBOLIC)
+  include_directories(BEFORE "${SPMD_FMT_SHIM_DIR}")
+endif()
+
+if(SPMD_WITH_CUDA)
+  set(_spmd_cuda_status "CUDA on (toolkit ${CUDAToolkit_VERSION}), NCCL on (${SPMD_NCCL_VERSION}, ${SPMD_NCCL_INCLUDE_DIR})")
+else()
+  set(_spmd_cuda_status "CUDA off, NCCL off")
+endif()
+message(STATUS "spmd: libtorch ${Torch_VERSION} at ${TORCH_INSTALL_PREFIX}; ${_spmd_cuda_status}")
+
+# Applies the switch to the library target; everything linking it inherits it.
+function(spmd_use_torch target)
+  if(SPMD_WITH_CUDA)
+    target_compile_definitions(${target} PUBLIC SPMD_WITH_CUDA=1 USE_C10D_NCCL USE_CUDA)
+    # SYSTEM BEFORE: ahead of the CUDA toolkit's include dir, which carries an older nccl.h.
+    target_include_directories(${target} SYSTEM BEFORE PUBLIC "${SPMD_NCCL_INCLUDE_DIR}")
+    target_link_libraries(${target} PUBLIC "${SPMD_NCCL_LIBRARY}")
+  endif()
+endfunction()

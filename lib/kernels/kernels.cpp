@@ -1,0 +1,124 @@
+// The dispatch: a fused CPU kernel where it takes the operands, libtorch's device-generic ops
+// elsewhere. The generic forms are the fused kernels' references (tests/unit/test_kernels_dispatch).
+#include "kernels/kernels.h"
+
+#include <cmath>
+
+#include <fmt/ranges.h>
+
+#include "kernels/cpu/fused_adamw.h"
+#include "kernels/cpu/fused_attention.h"
+#include "kernels/cpu/fused_gelu.h"
+#include "kernels/cpu/fused_linear.h"
+#include "kernels/cpu/sum_of_squares.h"
+#include "util/error.h"
+#include "util/torch_compat.h"  // SPMD_HAS_SDPA
+
+namespace spmd::kernels {
+
+// ---- Dense products ----
+
+namespace {
+// x w (+ bias) with operands rounded to `dtype` and the result in x's dtype; autograd-aware.
+at::Tensor reduced_precision_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                                     at::ScalarType dtype) {
+  at::Tensor y = at::mm(x.to(dtype), w.to(dtype)).to(x.scalar_type());
+  return bias.defined() ? y + bias : y;
+}
+}  // namespace
+
+at::ScalarType matmul_operand_dtype(const std::string& name) {
+  SPMD_ASSERT(name == "float32" || name == "bfloat16", "matmul dtype '{}'", name);
+  return name == "bfloat16" ? at::kBFloat16 : at::kFloat;
+}
+
+at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                         at::ScalarType operand_dtype) {
+  if (operand_dtype == x.scalar_type() && cpu::fused_linear_supports(x, w)) return cpu::fused_linear(x, w, bias);
+  return linear_forward(x, w, bias, operand_dtype);  // here only libtorch ops, which autograd records
+}
+
+at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                          at::ScalarType operand_dtype) {
+  if (operand_dtype != x.scalar_type()) return reduced_precision_product(x, w, bias, operand_dtype);
+  if (cpu::fused_linear_supports(x, w)) return cpu::fused_linear_forward(x, w, bias);
+  return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
+}
+
+LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
+                            bool need_dw, bool need_dbias, at::ScalarType operand_dtype) {
+  LinearGrads g;
+  if (operand_dtype != x.scalar_type()) {
+    const at::Tensor dy_r = dy.to(operand_dtype);
+    if (need_dx) g.dx = at::mm(dy_r, w.to(operand_dtype).t()).to(x.scalar_type());
+    if (need_dw) g.dw = at::mm(x.to(operand_dtype).t(), dy_r).to(x.scalar_type());
+  } else if (cpu::fused_linear_supports(x, w)) {
+    g = cpu::fused_linear_backward(x, w, dy, need_dx, need_dw);
+  } else {
+    if (need_dx) g.dx = at::mm(dy, w.t());
+    if (need_dw) g.dw = at::mm(x.t(), dy);
+  }
+  if (need_dbias) g.dbias = dy.sum(0);
+  return g;
+}
+
+// ---- Attention and activation ----
+
+namespace {
+// Q, K, V as (B, H, T, D) views of qkv (B, T, 3, H, D).
+at::Tensor head_major(const at::Tensor& qkv, int64_t which) { return qkv.select(2, which).transpose(1, 2); }
+
+// The explicit computation: scores, causal mask, softmax, (dropout,) times V. (B, T, H, D).
+at::Tensor explicit_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask) {
+  const int64_t T = qkv.size(1), D = qkv.size(4);
+  const at::Tensor q = head_major(qkv, 0), k = head_major(qkv, 1), v = head_major(qkv, 2);
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
+  at::Tensor causal = at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
+  at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
+  if (dropout_mask.defined()) probs = probs * dropout_mask;
+  return at::matmul(probs, v).transpose(1, 2);
+}
+}  // namespace
+
+at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask) {
+  SPMD_ASSERT(qkv.dim() == 5 && qkv.size(2) == 3, "causal_attention: qkv must be (B, T, 3, H, D), got {}",
+              qkv.sizes().vec());
+  if (cpu::fused_attention_supports(qkv, dropout_mask)) return cpu::fused_causal_attention(qkv, dropout_mask);
+#if SPMD_HAS_SDPA
+  // libtorch's fused attention (flash / memory-efficient on CUDA). Its own dropout is not a
+  // function of global indices, so a mask takes the explicit path.
+  if (!dropout_mask.defined())
+    return at::scaled_dot_product_attention(head_major(qkv, 0), head_major(qkv, 1), head_major(qkv, 2), {}, 0.0,
+                                            /*is_causal=*/true)
+        .transpose(1, 2);
+#endif
+  return explicit_causal_attention(qkv, dropout_mask);
+}
+
+at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
+  if (cpu::fused_gelu_supports(h, bias)) return cpu::fused_bias_gelu(h, bias);
+  return at::gelu(bias.defined() ? h + bias : h, "tanh");
+}
+
+// ---- Optimizer and norms ----
+
+void adamw_update(at::Tensor& p, const at::Tensor& g_in, at::Tensor& m, at::Tensor& v, const AdamWScalars& s) {
+  if (cpu::fused_adamw_supports(p, g_in, m, v)) {
+    cpu::fused_adamw_update(p, g_in, m, v, s);
+    return;
+  }
+  const at::Tensor g = s.grad_scale != 1.0 ? g_in * s.grad_scale : g_in;
+  if (s.weight_decay != 0) p.mul_(1.0 - s.lr * s.weight_decay);
+  m.mul_(s.beta1).add_(g, 1.0 - s.beta1);
+  v.mul_(s.beta2).addcmul_(g, g, 1.0 - s.beta2);
+  const at::Tensor denom = (v / s.bias2).sqrt_().add_(s.eps);
+  p.addcdiv_(m, denom, -s.lr / s.bias1);
+}
+
+at::Tensor sum_of_squares(const at::Tensor& t) {
+  // On the host the double is already there: wrap it rather than launch tensor ops.
+  if (cpu::fused_sum_of_squares_supports(t)) return at::scalar_tensor(cpu::fused_sum_of_squares(t), at::kDouble);
+  return t.to(at::kDouble).pow(2).sum();  // stays on t's device: no host sync
+}
+
+}  // namespace spmd::kernels

@@ -1,0 +1,65 @@
+// The one entry into lib/kernels: each function picks, by device and dtype, a fused CPU kernel
+// (kernels/cpu) or libtorch's device-generic ops (CUDA, other dtypes), so callers never branch
+// on what a kernel supports. Kernels know nothing about meshes or the model.
+#pragma once
+#include <string>
+
+#include <ATen/ATen.h>
+
+namespace spmd::kernels {
+
+// ---- Dense products ----
+
+// The operand dtype a model.matmul_dtype names ("float32", "bfloat16").
+at::ScalarType matmul_operand_dtype(const std::string& name);
+
+// x (rows, K) w (K, N) (+ bias (N)), autograd-aware; w may be the transpose of a row-major
+// matrix (a tied (N, K) embedding as the LM head). With an `operand_dtype` other than x's
+// (bfloat16: model.matmul_dtype), the product takes operands rounded to it and returns x's dtype:
+// libtorch's mm accumulates in float32 (oneDNN's bf16 GEMM on CPUs with AVX-512 BF16, cuBLAS on
+// GPUs) and rounds its output to bfloat16, as CPU/GPU autocast does; the backward products
+// likewise. The bias is added in x's dtype.
+at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor(),
+                         at::ScalarType operand_dtype = at::kFloat);
+
+// The same products without autograd, for nodes with their own backward (an FSDP layer gathers
+// its weight again there instead of keeping it). bias may be undefined.
+at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                          at::ScalarType operand_dtype = at::kFloat);
+struct LinearGrads {
+  at::Tensor dx, dw, dbias;  // undefined where not asked for; dw has w's layout
+};
+LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
+                            bool need_dw, bool need_dbias, at::ScalarType operand_dtype = at::kFloat);
+
+// ---- Attention and activation ----
+
+// softmax(Q K^T / sqrt(D) + causal mask) V for qkv (B, T, 3, H, D) -> y (B, T, H, D).
+// dropout_mask: undefined, or (B, H, T, T) multipliers of the probabilities (0 or 1/(1-p)):
+// y = (softmax(...) * dropout_mask) V, so dropout is the caller's pure function of global indices
+// on every device.
+at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor());
+
+// GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1).
+at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor());
+
+// ---- Optimizer and norms ----
+
+// One AdamW step's numbers for one parameter.
+struct AdamWScalars {
+  double lr = 0;            // this step's learning rate
+  double weight_decay = 0;  // decoupled decay for this parameter; 0: none
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double bias1 = 1, bias2 = 1;  // 1 - beta1^t, 1 - beta2^t
+  double grad_scale = 1;        // g is used multiplied by this (the clipping factor; g unchanged)
+};
+
+// In place: m = beta1 m + (1 - beta1) g', v = beta2 v + (1 - beta2) g'^2 (g' = grad_scale g), then
+// p = p (1 - lr weight_decay) - (lr / bias1) m / (sqrt(v / bias2) + eps). No autograd (call under
+// NoGradGuard). The fused CPU form and the op-by-op form do the same operations in the same order.
+void adamw_update(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, const AdamWScalars& s);
+
+// sum(t^2) accumulated in double, as a 0-dim float64 tensor on t's device (no host sync).
+at::Tensor sum_of_squares(const at::Tensor& t);
+
+}  // namespace spmd::kernels

@@ -1,0 +1,47 @@
+// SPMD_TEST_HOOKS parsing (see test_hooks.h).
+#include "util/test_hooks.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+int64_t step_of(const std::string& item, const std::string& value) {
+  try {
+    size_t used = 0;
+    const int64_t step = std::stoll(value, &used);
+    if (used == value.size() && step >= 0) return step;
+  } catch (const std::exception&) {
+  }
+  throw UsageError("SPMD_TEST_HOOKS: '" + item + "' needs a step number >= 0 after '@'");
+}
+}  // namespace
+
+TestHooks parse_test_hooks(const std::string& text) {
+  TestHooks hooks;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty()) continue;
+    const size_t at = item.find('@'), eq = item.find('=');
+    const std::string name = item.substr(0, std::min(at, eq));
+    if (name == "nan_loss" && at != std::string::npos) hooks.nan_loss_at_step = step_of(item, item.substr(at + 1));
+    else if (name == "crash_in_save" && at != std::string::npos) hooks.crash_in_save_at_step = step_of(item, item.substr(at + 1));
+    else if (name == "dump_init" && eq != std::string::npos && eq + 1 < item.size()) hooks.dump_init_dir = item.substr(eq + 1);
+    else throw UsageError("SPMD_TEST_HOOKS: unknown hook '" + item + "'; known: nan_loss@STEP, crash_in_save@STEP, dump_init=DIR");
+  }
+  return hooks;
+}
+
+const TestHooks& test_hooks() {
+  static const TestHooks hooks = [] {
+    const char* text = std::getenv("SPMD_TEST_HOOKS");
+    return text ? parse_test_hooks(text) : TestHooks{};
+  }();
+  return hooks;
+}
+
+}  // namespace spmd

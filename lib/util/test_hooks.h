@@ -1,0 +1,23 @@
+// The one fault-injection point for tests. Production code asks it "should I fail here?"; the
+// answers come from the environment variable SPMD_TEST_HOOKS, read once per process, e.g.
+//   SPMD_TEST_HOOKS="nan_loss@3,crash_in_save@20,dump_init=/tmp/init"
+// Unset (every real run), every hook is off. A malformed value is a UsageError naming it.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace spmd {
+
+struct TestHooks {
+  int64_t nan_loss_at_step = -1;       // nan_loss@N: the loss of step N becomes NaN
+  int64_t crash_in_save_at_step = -1;  // crash_in_save@N: rank 0 dies inside step N's checkpoint
+                                       // save, after the shards are written, before the commit
+  std::string dump_init_dir;           // dump_init=DIR: write the initialized global parameters
+};
+
+const TestHooks& test_hooks();
+
+// Parses a SPMD_TEST_HOOKS value (exposed for its unit test).
+TestHooks parse_test_hooks(const std::string& text);
+
+}  // namespace spmd

@@ -1,0 +1,185 @@
+// kernels/kernels.h on CPU: each entry against the plain libtorch computation, (a) where it picks
+// the fused CPU kernel (float32; checked to be that kernel's result) and (b) where it must take
+// the device-generic path (float64, or operands the fused kernel does not take).
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "kernels/cpu/cpu_gemm.h"
+#include "kernels/cpu/fused_adamw.h"
+#include "kernels/cpu/fused_attention.h"
+#include "kernels/cpu/fused_gelu.h"
+#include "kernels/cpu/fused_linear.h"
+#include "kernels/cpu/sum_of_squares.h"
+#include "kernels/kernels.h"
+
+// libtorch pulls in glog, whose CHECK would silently replace doctest's.
+#undef CHECK
+#include <doctest/doctest.h>
+
+using namespace spmd;
+
+namespace {
+
+// The model's explicit attention: (B, T, 3, H, D) -> (B, T, H, D).
+at::Tensor reference_attention(const at::Tensor& qkv, const at::Tensor& mask) {
+  const int64_t T = qkv.size(1), D = qkv.size(4);
+  at::Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2), v = qkv.select(2, 2).transpose(1, 2);
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  at::Tensor causal = at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
+  at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
+  if (mask.defined()) probs = probs * mask;
+  return at::matmul(probs, v).transpose(1, 2);
+}
+
+// Values and qkv gradients of kernels::causal_attention against the reference.
+void check_attention(at::ScalarType dtype, bool with_mask, double rtol, double atol) {
+  at::manual_seed(21);
+  const int64_t B = 2, T = 37, H = 3, D = 8;
+  at::Tensor qkv = at::randn({B, T, 3, H, D}, dtype).mul_(2.0).requires_grad_(true);
+  at::Tensor mask = with_mask ? (at::rand({B, H, T, T}) > 0.2).to(dtype) / 0.8 : at::Tensor();
+  at::Tensor grad_out = at::randn({B, T, H, D}, dtype);
+  at::Tensor y_ref = reference_attention(qkv, mask);
+  at::Tensor g_ref = torch::autograd::grad({y_ref}, {qkv}, {grad_out})[0];
+  at::Tensor y = kernels::causal_attention(qkv, mask);
+  at::Tensor g = torch::autograd::grad({y}, {qkv}, {grad_out})[0];
+  CHECK(y.sizes() == y_ref.sizes());
+  CHECK((y.scalar_type() == dtype));
+  CHECK(at::allclose(y, y_ref, rtol, atol));
+  CHECK(at::allclose(g, g_ref, rtol * 10, atol));
+}
+
+// The op-by-op AdamW update kernels::adamw_update documents.
+void reference_adamw(at::Tensor& p, const at::Tensor& g_in, at::Tensor& m, at::Tensor& v, const kernels::AdamWScalars& s) {
+  const at::Tensor g = g_in * s.grad_scale;
+  p.mul_(1.0 - s.lr * s.weight_decay);
+  m.mul_(s.beta1).add_(g, 1.0 - s.beta1);
+  v.mul_(s.beta2).addcmul_(g, g, 1.0 - s.beta2);
+  p.addcdiv_(m, (v / s.bias2).sqrt_().add_(s.eps), -s.lr / s.bias1);
+}
+
+kernels::AdamWScalars adamw_scalars() {
+  kernels::AdamWScalars s;
+  s.lr = 3e-3;
+  s.weight_decay = 0.1;
+  s.beta1 = 0.9;
+  s.beta2 = 0.95;
+  s.eps = 1e-8;
+  s.bias1 = 1.0 - std::pow(0.9, 3.0);
+  s.bias2 = 1.0 - std::pow(0.95, 3.0);
+  s.grad_scale = 0.5;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("kernels::dense_product and linear_forward/backward: fused float32 and generic float64") {
+  at::manual_seed(4);
+  for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    CAPTURE(dtype);
+    const bool fused = dtype == at::kFloat && kernels::cpu::has_blas_sgemm();
+    at::Tensor x = at::randn({33, 20}, dtype).requires_grad_(true);
+    at::Tensor w = at::randn({20, 17}, dtype).requires_grad_(true);
+    at::Tensor b = at::randn({17}, dtype).requires_grad_(true);
+    at::Tensor dy = at::randn({33, 17}, dtype);
+    at::Tensor ref = at::addmm(b, x, w);
+    at::Tensor y = kernels::dense_product(x, w, b, dtype);
+    CHECK(at::allclose(y, ref, 1e-5, 1e-5));
+    if (fused) CHECK(at::equal(y, kernels::cpu::fused_linear(x, w, b)));
+    if (dtype == at::kDouble) CHECK(at::equal(y, ref));  // the libtorch ops themselves
+    auto want = torch::autograd::grad({ref}, {x, w, b}, {dy});
+    auto got = torch::autograd::grad({y}, {x, w, b}, {dy});
+    for (size_t i = 0; i < got.size(); ++i) CHECK(at::allclose(got[i], want[i], 1e-4, 1e-5));
+
+    at::NoGradGuard no_grad;
+    CHECK(at::allclose(kernels::linear_forward(x, w, b, dtype), ref, 1e-5, 1e-5));
+    kernels::LinearGrads g = kernels::linear_backward(x, w, dy, true, true, true, dtype);
+    CHECK(at::allclose(g.dx, want[0], 1e-4, 1e-5));
+    CHECK(at::allclose(g.dw, want[1], 1e-4, 1e-5));
+    CHECK(at::allclose(g.dbias, want[2], 1e-4, 1e-5));
+    CHECK_FALSE(kernels::linear_backward(x, w, dy, false, true, false, dtype).dx.defined());
+  }
+  CHECK((kernels::matmul_operand_dtype("bfloat16") == at::kBFloat16));
+  CHECK((kernels::matmul_operand_dtype("float32") == at::kFloat));
+}
+
+TEST_CASE("kernels::causal_attention: fused float32 and generic float64, with and without a dropout mask") {
+  for (bool with_mask : {false, true}) {
+    CAPTURE(with_mask);
+    check_attention(at::kFloat, with_mask, 1e-5, 1e-5);
+    check_attention(at::kDouble, with_mask, 1e-10, 1e-12);
+  }
+  // float32 on CPU is the fused kernel itself; float64 is not.
+  at::Tensor qkv = at::randn({2, 9, 3, 2, 8});
+  at::Tensor mask = (at::rand({2, 2, 9, 9}) > 0.5).to(at::kFloat) * 2.0;
+  CHECK(at::equal(kernels::causal_attention(qkv, mask), kernels::cpu::fused_causal_attention(qkv, mask)));
+  CHECK(at::equal(kernels::causal_attention(qkv), kernels::cpu::fused_causal_attention(qkv)));
+  CHECK_FALSE(kernels::cpu::fused_attention_supports(qkv.to(at::kDouble), mask.to(at::kDouble)));
+  CHECK_FALSE(kernels::cpu::fused_attention_supports(qkv, mask.to(at::kDouble)));
+}
+
+TEST_CASE("kernels::bias_gelu: fused float32 and generic float64 / mixed-dtype bias") {
+  at::manual_seed(8);
+  at::Tensor h = (at::randn({4, 11, 24}) * 3).requires_grad_(true);
+  at::Tensor bias = at::randn({24}).requires_grad_(true);
+  at::Tensor ref = at::gelu(h + bias, "tanh");
+  at::Tensor y = kernels::bias_gelu(h, bias);
+  CHECK(at::allclose(y, ref, 1e-5, 1e-6));
+  CHECK(at::equal(y, kernels::cpu::fused_bias_gelu(h, bias)));
+  at::Tensor dy = at::randn_like(ref);
+  auto want = torch::autograd::grad({ref}, {h, bias}, {dy});
+  auto got = torch::autograd::grad({y}, {h, bias}, {dy});
+  CHECK(at::allclose(got[0], want[0], 1e-5, 1e-5));
+  CHECK(at::allclose(got[1], want[1], 1e-4, 1e-4));
+  CHECK(at::allclose(kernels::bias_gelu(h), at::gelu(h, "tanh"), 1e-5, 1e-6));
+
+  // Not fused: the libtorch computation exactly.
+  at::Tensor hd = h.detach().to(at::kDouble), bd = bias.detach().to(at::kDouble);
+  CHECK(at::equal(kernels::bias_gelu(hd, bd), at::gelu(hd + bd, "tanh")));
+  CHECK(at::equal(kernels::bias_gelu(hd), at::gelu(hd, "tanh")));
+  CHECK(at::equal(kernels::bias_gelu(h.detach(), bd), at::gelu(h.detach() + bd, "tanh")));
+}
+
+TEST_CASE("kernels::adamw_update: fused float32 and op-by-op for float64 and strided tensors") {
+  at::manual_seed(13);
+  const kernels::AdamWScalars s = adamw_scalars();
+  for (int variant = 0; variant < 3; ++variant) {  // 0: float32 fused, 1: float64, 2: float32 transposed
+    CAPTURE(variant);
+    const at::ScalarType dtype = variant == 1 ? at::kDouble : at::kFloat;
+    auto make = [&](double scale) {
+      at::Tensor t = at::randn({24, 40}, dtype) * scale;
+      return variant == 2 ? t.t() : t;  // a non-contiguous view: not fusable
+    };
+    at::Tensor p = make(1.0), g = make(0.1), m = make(0.01), v = make(0.01).abs();
+    at::Tensor p_ref = p.clone(), m_ref = m.clone(), v_ref = v.clone();
+    CHECK(kernels::cpu::fused_adamw_supports(p, g, m, v) == (variant == 0));
+    at::NoGradGuard no_grad;
+    kernels::adamw_update(p, g, m, v, s);
+    reference_adamw(p_ref, g, m_ref, v_ref, s);
+    if (variant == 0) {  // float rounding of the scalars and fused order: close, not equal
+      CHECK(at::allclose(p, p_ref, 1e-6, 1e-7));
+      CHECK(at::allclose(m, m_ref, 1e-6, 1e-8));
+      CHECK(at::allclose(v, v_ref, 1e-6, 1e-9));
+    } else {
+      CHECK(at::equal(p, p_ref));
+      CHECK(at::equal(m, m_ref));
+      CHECK(at::equal(v, v_ref));
+    }
+  }
+}
+
+TEST_CASE("kernels::sum_of_squares: a 0-dim float64 tensor, fused and generic") {
+  at::manual_seed(17);
+  at::Tensor t = at::randn({300, 129});
+  for (const at::Tensor& x : {t, t.t(), t.to(at::kDouble), t.to(at::kBFloat16).to(at::kFloat)}) {
+    at::Tensor got = kernels::sum_of_squares(x);
+    CHECK(got.dim() == 0);
+    CHECK((got.scalar_type() == at::kDouble));
+    CHECK(got.device().is_cpu());
+    CHECK(at::allclose(got, x.to(at::kDouble).pow(2).sum(), 1e-12, 0));
+  }
+  CHECK(kernels::sum_of_squares(t).item<double>() == kernels::cpu::fused_sum_of_squares(t));  // fused on float32
+  CHECK(at::equal(kernels::sum_of_squares(t.t()), t.t().to(at::kDouble).pow(2).sum()));  // strided: libtorch's ops
+  CHECK(kernels::sum_of_squares(at::empty({0})).item<double>() == 0.0);
+}
