@@ -64,7 +64,7 @@ class EagerGPT(nn.Module):
 
     @torch.no_grad()
     def load_spmd_init(self, folder):
-        """Copies in the parameters `spmd-train --dump-init DIR` wrote (raw float32, our layouts:
+        """Copies in the parameters `SPMD_TEST_HOOKS=dump_init=DIR spmd-train` wrote (raw float32, our layouts:
         c_attn (C, 3, H, D), attention c_proj (H, D, C), MLP weights (in, out))."""
         C = self.c["n_embd"]
         read = lambda name: torch.from_numpy(np.fromfile(os.path.join(folder, name + ".f32"), dtype=np.float32))
@@ -214,7 +214,7 @@ def main():
                          "1e-3 to 1e-4 at ITERS) and report the val loss (eval_iters 20 and 200, random batches)")
     ap.add_argument("--gelu", choices=["none", "tanh"], default="none",
                     help="GELU: exact (nanoGPT's nn.GELU) or GPT-2's tanh approximation (spmd-train's)")
-    ap.add_argument("--init", metavar="DIR", help="start from the parameters spmd-train --dump-init DIR wrote")
+    ap.add_argument("--init", metavar="DIR", help="start from the parameters SPMD_TEST_HOOKS=dump_init=DIR spmd-train wrote")
     ap.add_argument("--compare-steps", type=int, metavar="N",
                     help="train N steps on the data file's first window only and print each loss as JSON")
     ap.add_argument("--seed", type=int, default=1337, help="torch.manual_seed: init and batch order")

@@ -101,3 +101,13 @@ TEST_CASE("inspect: broken configs exit 2 with a message naming the culprit") {
   auto no_args = inspect({});
   CHECK(no_args.exit_code == 2);
 }
+
+TEST_CASE("inspect: the GPT-2 124M configs hold GPT-2 small's 124,439,808 parameters") {
+  // 50257 x 768 tied embedding + 1024 x 768 positions + 12 blocks of 7,087,872 + ln_f: the count
+  // Hugging Face's GPT2LMHeadModel reports. The TP variant pads the vocab to 50260 (4 shards).
+  const double expected = 124439808.0 * 4;
+  CHECK(inspect_json("gpt2-124m.yaml")["totals"]["param_bytes_global"].get<double>() == expected);
+  CHECK(inspect_json("gpt2-124m-dp8.yaml")["totals"]["param_bytes_global"].get<double>() == expected);
+  CHECK(inspect_json("gpt2-124m-fsdp8.yaml")["totals"]["param_bytes_global"].get<double>() == expected);
+  CHECK(inspect_json("gpt2-124m-tp4.yaml")["totals"]["param_bytes_global"].get<double>() == expected + 3 * 768 * 4);
+}
