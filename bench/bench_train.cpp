@@ -1,6 +1,7 @@
 // bench_train: training throughput of a config. Warms up, times N real train_step calls (the same
 // build_train_state + train_step the trainer runs), and reports tokens/s, the median step and its
-// split, MFU against a matmul peak measured on the spot, and peak memory per rank.
+// split, MFU against a matmul peak measured on the spot, and peak memory per rank; with pipeline
+// stages, the measured bubble and the activations in flight per stage next to the theory.
 //
 //   bench_train --config configs/bench/baby.yaml [--set k=v]... [--warmup 5] [--steps 20] [--json out.json]
 //   bench_train --config configs/bench/dp2.yaml --nproc 2      # forks 2 ranks like spmd-train
@@ -23,12 +24,14 @@
 #include <CLI/CLI.hpp>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
 #include "kernels/kernels.h"
 #include "model/gpt2_params.h"
 #include "parallel/layout.h"
+#include "parallel/pipeline_schedule.h"
 #include "comm/backend.h"
 #include "train/launcher.h"
 #include "train/train_state.h"
@@ -125,6 +128,75 @@ double scalar_across(const spmd::Group& world, double value, bool max) {
   return t.item<double>();
 }
 
+// A pipeline's figures over the timed steps, per stage (index = stage): the measured bubble, the
+// share of a step the stage spent blocked receiving from its neighbours (mean over the steps of
+// pipeline_wait_ms / total_ms, then over the stage's ranks), and the most activation bytes in
+// flight (StepResult.graph_bytes, max over steps and the stage's ranks; -1: not counted).
+struct PipelineFigures {
+  std::string axis;
+  int64_t stages = 1;
+  std::vector<double> bubble, wait_ms, graph_bytes;
+  double bubble_mean = 0, bubble_theory = 0;
+};
+
+// Every rank's value at its stage's index, summed (or maxed) over the world.
+std::vector<double> per_stage(const spmd::Group& world, int64_t stages, int64_t stage, double value, bool max) {
+  at::Tensor t = at::full({stages}, max ? -1.0 : 0.0, at::kDouble);
+  t[stage] = value;
+  if (max) world.all_reduce_max(t); else world.all_reduce_sum(t);
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + stages);
+}
+
+PipelineFigures pipeline_figures(const spmd::Group& world, const spmd::TrainState& state,
+                                 const std::vector<spmd::StepTimings>& timed, int64_t graph_bytes) {
+  const auto& layout = state.model->layout();
+  PipelineFigures f;
+  f.axis = layout.pipeline.axis;
+  f.stages = layout.pipeline.stages();
+  const int64_t stage = layout.stage_of(state.rank());
+  const double ranks_per_stage = static_cast<double>(layout.mesh.size() / f.stages);
+  double share = 0, wait = 0;
+  for (const auto& t : timed) {
+    share += t.pipeline_wait_ms / t.total_ms;
+    wait += t.pipeline_wait_ms;
+  }
+  const double steps = static_cast<double>(timed.size());
+  f.bubble = per_stage(world, f.stages, stage, share / steps / ranks_per_stage, false);
+  f.wait_ms = per_stage(world, f.stages, stage, wait / steps / ranks_per_stage, false);
+  f.graph_bytes = per_stage(world, f.stages, stage, static_cast<double>(graph_bytes), true);
+  f.bubble_mean = std::accumulate(f.bubble.begin(), f.bubble.end(), 0.0) / static_cast<double>(f.stages);
+  f.bubble_theory = spmd::bubble_fraction(f.stages, state.config.train.microbatches);
+  return f;
+}
+
+void print_pipeline(const PipelineFigures& f, const spmd::Config& config) {
+  std::vector<std::string> stages, memory;
+  for (int64_t s = 0; s < f.stages; ++s) {
+    const auto i = static_cast<size_t>(s);
+    stages.push_back(fmt::format("stage {} {:.1f}% ({:.0f} ms)", s, 100.0 * f.bubble[i], f.wait_ms[i]));
+    memory.push_back(f.graph_bytes[i] < 0 ? "-" : fmt::format("stage {} {:.1f} MiB", s, f.graph_bytes[i] / (1 << 20)));
+  }
+  fmt::print("  pipeline           {} stages over '{}', {}, {} microbatches: bubble measured {:.1f}% (mean over stages of the "
+             "step blocked receiving: {}), theory (p-1)/(M+p-1) {:.1f}%\n",
+             f.stages, f.axis, config.runtime.pipeline_schedule, config.train.microbatches, 100.0 * f.bubble_mean,
+             fmt::join(stages, ", "), 100.0 * f.bubble_theory);
+  fmt::print("  activations        most bytes in flight per stage (autograd graphs): {}\n", fmt::join(memory, ", "));
+}
+
+nlohmann::json pipeline_json(const PipelineFigures& f, const spmd::Config& config) {
+  nlohmann::json graph = nlohmann::json::array();
+  for (double b : f.graph_bytes) graph.push_back(b < 0 ? nlohmann::json() : nlohmann::json(static_cast<int64_t>(b)));
+  return {{"axis", f.axis},
+          {"stages", f.stages},
+          {"schedule", config.runtime.pipeline_schedule},
+          {"microbatches", config.train.microbatches},
+          {"bubble_measured_per_stage", f.bubble},
+          {"bubble_measured_mean", f.bubble_mean},
+          {"bubble_theory", f.bubble_theory},
+          {"wait_ms_per_stage", f.wait_ms},
+          {"peak_activation_bytes_per_stage", graph}};
+}
+
 int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::RendezvousInfo& rendezvous,
              bool single_process) {
   const int local_ranks = single_process ? 1 : rendezvous.local_world_size;
@@ -148,6 +220,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
 
   std::vector<spmd::StepTimings> timed;
   std::vector<double> losses, cpu_ms;
+  int64_t graph_bytes = -1;  // the most activation bytes in flight on this rank over the timed steps
   for (int k = 0; k < opt.warmup + opt.steps; ++k) {
     const double cpu_start = process_cpu_ms();
     spmd::StepResult r = spmd::train_step(state);
@@ -156,6 +229,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
       timed.push_back(r.timings);
       losses.push_back(r.loss.item<double>());
       cpu_ms.push_back(process_cpu_ms() - cpu_start);
+      graph_bytes = std::max(graph_bytes, r.graph_bytes);
     }
   }
   if (!opt.trace_path.empty()) {
@@ -195,6 +269,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   const double slowest_median_ms = scalar_across(world, median_ms, true);
   // CPU time over wall time per thread: 1.0 = this rank had its cores to itself (or spun on them).
   const double cpu_share = median(cpu_ms) / median_ms / threads;
+  const PipelineFigures pipeline = pipeline_figures(world, state, timed, graph_bytes);
   if (!leader) return 0;
 
   // Model FLOPs per token, nanoGPT's estimate_mfu (PaLM appendix B): 6 N for the matmuls forward
@@ -237,6 +312,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   if (fsdp_uses > 0)
     fmt::print("  FSDP gathers       {} weight uses, {} served by a prefetched all-gather (prefetch {})\n", fsdp_uses,
                fsdp_prefetched, prefetcher.enabled() ? "on" : "off");
+  if (pipeline.stages > 1) print_pipeline(pipeline, config);
   fmt::print("  loss               {:.4f} -> {:.4f} over the timed steps\n", losses.front(), losses.back());
 
   if (!opt.json_path.empty()) {
@@ -288,6 +364,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["max_rss_mib_rank0"] = rss_rank0;
     j["max_rss_mib_max"] = rss_max;
     j["loadavg_1m"] = load[0];
+    if (pipeline.stages > 1) j["pipeline"] = pipeline_json(pipeline, config);
     std::ofstream out(opt.json_path);
     SPMD_CHECK(out.good(), "cannot write {}", opt.json_path);
     out << j.dump(2) << "\n";

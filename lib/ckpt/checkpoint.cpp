@@ -229,6 +229,7 @@ void restore_on_this_rank(CheckpointState& s, const std::string& path) {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < layout.params.size(); ++i) {
       const auto& p = layout.params[i];
+      if (!p.sharding.holds(s.comm.rank())) continue;  // another pipeline stage reads it
       const auto target_offset = p.sharding.shard_offset(s.comm.rank());
       const auto target_shape = p.sharding.shard_shape();
       for (const char* kind : kArrayKinds) {

@@ -50,6 +50,18 @@ struct GatherParams : torch::autograd::Function<GatherParams> {
   }
 };
 
+struct ReduceScatterToGroup : torch::autograd::Function<ReduceScatterToGroup> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, const Group* group) {
+    save_group(ctx, *group);
+    ctx->saved_data["dim"] = dim;
+    return group->reduce_scatter_sum(x, dim);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    int64_t dim = ctx->saved_data["dim"].toInt();
+    return {saved_group(ctx).all_gather(grads[0], dim), at::Tensor(), at::Tensor()};
+  }
+};
+
 struct GatherFromGroup : torch::autograd::Function<GatherFromGroup> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, const Group* group) {
     save_group(ctx, *group);
@@ -84,6 +96,9 @@ at::Tensor reduce_from_group(const at::Tensor& x, const Group& group) {
 }
 at::Tensor gather_params_from_group(const at::Tensor& x, int64_t dim, const Group& group) {
   return group.size() == 1 ? x : GatherParams::apply(x, dim, &group);
+}
+at::Tensor reduce_scatter_to_group(const at::Tensor& x, int64_t dim, const Group& group) {
+  return group.size() == 1 ? x : ReduceScatterToGroup::apply(x, dim, &group);
 }
 at::Tensor gather_from_group(const at::Tensor& x, int64_t dim, const Group& group) {
   return group.size() == 1 ? x : GatherFromGroup::apply(x, dim, &group);

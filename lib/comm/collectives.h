@@ -18,7 +18,23 @@ at::Tensor reduce_from_group(const at::Tensor& x, const Group& group);
 
 // forward: all-gather along `dim`; backward: reduce-scatter (sum) along `dim`.
 // FSDP: each member's gradient of the gathered tensor is a partial sum over its own batch rows.
+// Sequence parallelism: the sequence-sharded stream entering a column-parallel layer.
 at::Tensor gather_params_from_group(const at::Tensor& x, int64_t dim, const Group& group);
+
+// forward: reduce-scatter (sum) along `dim`; backward: all-gather the gradient along `dim`.
+// Megatron's sequence parallelism: the partial sums leaving a row-parallel layer, kept as this
+// member's slice of the sequence.
+at::Tensor reduce_scatter_to_group(const at::Tensor& x, int64_t dim, const Group& group);
+
+// Sequence parallelism's two crossings of the (B, T, ...) stream, whose dim 1 is the sequence:
+// entering a column-parallel layer (gather_params_from_group's contract along the sequence) and
+// leaving a row-parallel one.
+inline at::Tensor gather_sequence_from_group(const at::Tensor& x, const Group& group) {
+  return gather_params_from_group(x, 1, group);
+}
+inline at::Tensor reduce_scatter_sequence_to_group(const at::Tensor& x, const Group& group) {
+  return reduce_scatter_to_group(x, 1, group);
+}
 
 // forward: all-gather along `dim`; backward: keep this member's chunk of the gradient.
 at::Tensor gather_from_group(const at::Tensor& x, int64_t dim, const Group& group);

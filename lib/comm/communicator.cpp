@@ -63,21 +63,30 @@ Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh, const R
 
 Communicator::~Communicator() = default;
 
-void Communicator::create_group(const std::vector<std::string>& axes) {
+void Communicator::create_group(const std::vector<std::string>& axes) { add_group(axes, runtime_.backend, groups_); }
+
+void Communicator::create_host_group(const std::vector<std::string>& axes) {
+  if (runtime_.backend == "gloo") create_group(axes);
+  else add_group(axes, "gloo", host_groups_);
+}
+
+void Communicator::add_group(const std::vector<std::string>& axes, const std::string& backend,
+                             std::map<std::string, Group>& groups) {
   std::string key = axes_key(axes);
-  if (groups_.count(key)) return;
+  if (groups.count(key)) return;
   auto members = mesh_.group_ranks(rank_, axes);
   int size = static_cast<int>(members.size());
   int index = static_cast<int>(mesh_.index_along(rank_, axes));
-  std::string name = fmt::format("{}[{}]", key.empty() ? "self" : key, fmt::join(members, ","));
+  std::string name = fmt::format("{}{}[{}]", &groups == &host_groups_ ? "host:" : "", key.empty() ? "self" : key,
+                                 fmt::join(members, ","));
   if (size == 1 || !store_) {
-    groups_[key] = Group();
+    groups[key] = Group();
     return;
   }
   try {
     auto prefix = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
-    groups_[key] = Group(make_backend(runtime_.backend, prefix, index, size, timeout_, address_), runtime_.backend,
-                         index, size, name, timeout_);
+    groups[key] = Group(make_backend(backend, prefix, index, size, timeout_, address_), backend, index, size, name,
+                        timeout_);
   } catch (const std::exception& e) {
     throw RuntimeError(fmt::format("creating process group {} failed on rank {}: {}", name, rank_, exception_text(e)));
   }
@@ -86,6 +95,13 @@ void Communicator::create_group(const std::vector<std::string>& axes) {
 const Group& Communicator::along(const std::vector<std::string>& axes) const {
   auto it = groups_.find(axes_key(axes));
   SPMD_ASSERT(it != groups_.end(), "process group along ({}) was not created", axes_key(axes));
+  return it->second;
+}
+
+const Group& Communicator::host_along(const std::vector<std::string>& axes) const {
+  if (runtime_.backend == "gloo") return along(axes);
+  auto it = host_groups_.find(axes_key(axes));
+  SPMD_ASSERT(it != host_groups_.end(), "host process group along ({}) was not created", axes_key(axes));
   return it->second;
 }
 

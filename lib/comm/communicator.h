@@ -54,8 +54,14 @@ class Communicator {
   void create_group(const std::vector<std::string>& axes);
   // The group along `axes`; it must have been created.
   const Group& along(const std::vector<std::string>& axes) const;
+  // The same lines over Gloo with CPU tensors (the groups along() gives, when the backend is
+  // Gloo): for point-to-point traffic whose order NCCL's streams would not match.
+  void create_host_group(const std::vector<std::string>& axes);
+  const Group& host_along(const std::vector<std::string>& axes) const;
 
  private:
+  void add_group(const std::vector<std::string>& axes, const std::string& backend, std::map<std::string, Group>& groups);
+
   Mesh mesh_;
   ResolvedRuntime runtime_;
   c10::Device device_{c10::kCPU};
@@ -66,6 +72,7 @@ class Communicator {
   Group world_;
   Group control_;  // unused (a group of one) when the backend is Gloo
   std::map<std::string, Group> groups_;
+  std::map<std::string, Group> host_groups_;  // unused when the backend is Gloo
 };
 
 }  // namespace spmd

@@ -64,6 +64,7 @@ void PendingCollective::wait() {
   auto work = std::move(work_);
   work_ = {};
   group_->wait(what_, std::move(work));
+  keep_alive_ = at::Tensor();
 }
 
 void Group::all_reduce_max(at::Tensor& tensor) const {
@@ -122,6 +123,25 @@ void Group::broadcast(at::Tensor& tensor, int root) const {
   c10d::BroadcastOptions options;
   options.rootRank = root;
   wait("broadcast", backend_->broadcast(tensors, options));
+}
+
+PendingCollective Group::send_async(const at::Tensor& tensor, int peer, int tag) const {
+  SPMD_ASSERT(peer != rank_ && peer >= 0 && peer < size_, "send to member {} of group '{}' ({} ranks) from {}", peer,
+              name_, size_, rank_);
+  PendingCollective pending;
+  pending.keep_alive_ = tensor.contiguous();
+  std::vector<at::Tensor> tensors{pending.keep_alive_};
+  pending.group_ = this;
+  pending.what_ = "send";
+  pending.work_ = backend_->send(tensors, peer, tag);
+  return pending;
+}
+
+void Group::receive(at::Tensor& tensor, int peer, int tag) const {
+  SPMD_ASSERT(peer != rank_ && peer >= 0 && peer < size_ && tensor.is_contiguous(),
+              "receive from member {} of group '{}' ({} ranks) at {}", peer, name_, size_, rank_);
+  std::vector<at::Tensor> tensors{tensor};
+  wait("receive", backend_->recv(tensors, peer, tag));
 }
 
 void Group::barrier() const {

@@ -34,6 +34,7 @@ class PendingCollective {
   const class Group* group_ = nullptr;
   const char* what_ = "";
   c10::intrusive_ptr<c10d::Work> work_;
+  at::Tensor keep_alive_;  // a send's buffer
 };
 
 class Group;
@@ -81,6 +82,11 @@ class Group {
   at::Tensor reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) const;
   void broadcast(at::Tensor& tensor, int root) const;
   void barrier() const;
+  // Point to point with member `peer` (its rank in this group); a send and a receive match by
+  // `tag`. The send's tensor is kept (and must stay unchanged) until its wait(); the receive
+  // blocks, bounded by the group's timeout, and fills a contiguous tensor of the sent shape.
+  PendingCollective send_async(const at::Tensor& tensor, int peer, int tag) const;
+  void receive(at::Tensor& tensor, int peer, int tag) const;
 
  private:
   friend class PendingCollective;

@@ -181,7 +181,7 @@ TrainConfig read_train(const MapReader& top) {
   MapReader r = top.section(
       "train", {"steps", "decay_steps", "seed", "lr", "min_lr", "warmup_steps", "weight_decay",
                 "beta1", "beta2", "grad_clip", "eval_every", "eval_batches", "log_every",
-                "skip_nonfinite"});
+                "skip_nonfinite", "microbatches"});
   read_positive(r, "steps", t.steps);
   read_at_least(r, "decay_steps", t.decay_steps, 0);
   r.read("seed", t.seed);
@@ -197,6 +197,8 @@ TrainConfig read_train(const MapReader& top) {
   read_positive(r, "eval_batches", t.eval_batches);
   read_positive(r, "log_every", t.log_every);
   r.read("skip_nonfinite", t.skip_nonfinite);
+  // Divisibility by data-parallel degree x microbatches needs the mesh layout: plan_layout checks it.
+  read_at_least(r, "microbatches", t.microbatches, 1);
   return t;
 }
 
@@ -219,7 +221,7 @@ OutputConfig read_output(const MapReader& top) {
 RuntimeConfig read_runtime(const MapReader& top) {
   RuntimeConfig rt;
   MapReader r = top.section("runtime", {"backend", "device", "threads_per_rank", "timeout_s", "grad_bucket_mb",
-                                           "fsdp_prefetch"});
+                                           "fsdp_prefetch", "pipeline_schedule", "pipeline_layers", "remat"});
   read_choice(r, "backend", rt.backend, {"gloo", "nccl", "auto"});
   read_choice(r, "device", rt.device, {"cpu", "cuda", "auto"});
   if (r.has("threads_per_rank")) {
@@ -234,6 +236,11 @@ RuntimeConfig read_runtime(const MapReader& top) {
   read_non_negative(r, "grad_bucket_mb", rt.grad_bucket_mb);
   r.check("grad_bucket_mb", rt.grad_bucket_mb <= 1048576, "expected at most 1048576 (1 TiB)");
   r.read("fsdp_prefetch", rt.fsdp_prefetch);
+  read_choice(r, "pipeline_schedule", rt.pipeline_schedule, {"1f1b", "gpipe"});
+  read_choice(r, "remat", rt.remat, {"none", "full", "selective"});
+  r.read("pipeline_layers", rt.pipeline_layers);
+  for (int64_t n : rt.pipeline_layers)
+    r.check("pipeline_layers", n > 0, "expected a list of positive block counts, one per pipeline stage");
   return rt;
 }
 
@@ -359,6 +366,7 @@ std::string to_yaml(const Config& c) {
   field("eval_batches", c.train.eval_batches);
   field("log_every", c.train.log_every);
   field("skip_nonfinite", c.train.skip_nonfinite);
+  field("microbatches", c.train.microbatches);
   out << YAML::EndMap;
 
   section("checkpoint");
@@ -382,6 +390,9 @@ std::string to_yaml(const Config& c) {
   number("timeout_s", c.runtime.timeout_s);
   number("grad_bucket_mb", c.runtime.grad_bucket_mb);
   field("fsdp_prefetch", c.runtime.fsdp_prefetch);
+  field("pipeline_schedule", c.runtime.pipeline_schedule);
+  field("remat", c.runtime.remat);
+  if (!c.runtime.pipeline_layers.empty()) field("pipeline_layers", c.runtime.pipeline_layers);
   out << YAML::EndMap;
 
   out << YAML::EndMap;

@@ -49,6 +49,11 @@ struct TrainConfig {
   int64_t eval_batches = 20;
   int64_t log_every = 10;
   bool skip_nonfinite = false; // skip a step with a NaN/Inf loss or gradient instead of stopping
+  // Gradient accumulation: each rank's rows of a step are split into this many microbatches along
+  // the batch dim, forwarded and backwarded one at a time (activations for one at a time); their
+  // gradients sum into one update equal to the whole batch's. data.batch_size must divide by the
+  // data-parallel degree x microbatches.
+  int64_t microbatches = 1;
 };
 
 struct CheckpointConfig {
@@ -68,6 +73,13 @@ struct RuntimeConfig {
   double timeout_s = 300;        // collective and rendezvous timeout
   double grad_bucket_mb = 25;    // data-parallel gradient bucket; 0: one all-reduce after backward
   bool fsdp_prefetch = true;     // start the next FSDP weight's all-gather while this layer computes
+  // Pipeline stages (a `layers` sharding rule): the order of microbatch passes on each stage, and
+  // an explicit number of blocks per stage (empty: n_layer split evenly).
+  std::string pipeline_schedule = "1f1b";  // 1f1b | gpipe
+  std::vector<int64_t> pipeline_layers;
+  // Activation recomputation: none | full (keep each block's input, recompute the block in
+  // backward) | selective (recompute attention and the GELU, keep the matmul outputs).
+  std::string remat = "none";
 };
 
 struct Config {

@@ -1,35 +1,160 @@
 // Memory estimate: exact for parameter-shaped state, a model of saved activations otherwise.
+//
+// The activation model is what the runtime's autograd graph keeps between a microbatch's forward
+// and its backward (the bytes spmd-train reports as summary.json's graph_bytes), op by op, with
+// B rows, T positions, C = n_embd; per device H' heads and a 4C' MLP width (heads / mlp tensor
+// parallel), V' logit columns (vocab tensor parallel), and the residual stream's T' = T / s
+// positions (sequence parallelism over s devices; s = 1 without):
+//   embeddings   the stream (B, T', C); with a tensor-parallel vocab dim (any size) the masked ids
+//                (int64) and the mask (float) of (B, T); dropout's mask (B, T', C)
+//   layer norm   its input (kept anyway as the stream), mean and rstd (B, T')
+//   dense        its input, in the matmul operand dtype (model.matmul_dtype; an FSDP layer keeps
+//                fp32); under sequence parallelism a column-parallel layer keeps the gathered
+//                (B, T, C), not the slice; bf16 also keeps a bf16 copy of the weight shard
+//   attention    the fused kernel keeps qkv (B, T, 3C') and the probabilities (B, H', T, T); its
+//                output is c_proj's input; dropout's mask (B, H', T, T)
+//   bias+GELU    its derivative (B, T, 4C') fp32; its output is c_proj's input
+//   residual     each add's output (B, T', C) (the next layer norm's input); the dropout masks
+//   head         ln_f's output as the LM head's input, the softmax (B*T, V') fp32, the target
+//                index (int64) and its owner flag (bool) per token
+// runtime.remat full keeps only each block's input (its output is the next block's input);
+// selective drops the probabilities (qkv is kept as the recomputation's input, and the GELU's
+// input replaces its derivative), but the attention dropout mask stays with the recomputation.
 #include "inspect/memory_estimate.h"
 
 #include <algorithm>
 #include <numeric>
 
+#include "parallel/pipeline_schedule.h"
+#include "util/error.h"
+
 namespace spmd {
 
 namespace {
 constexpr int64_t kFloatBytes = 4;
+constexpr int64_t kTargetBytes = 8 + 1;  // the loss's target index (int64) and owner flag (bool) per token
+constexpr int64_t kMaskedIdBytes = 8 + 4;  // vocab-parallel embedding: masked id (int64), mask (float)
 
 int64_t product(const std::vector<int64_t>& v) {
   return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>());
 }
 
-// Floats saved for backward per token and layer, and for the head, with `tp` the model-parallel
-// degree of heads/mlp/vocab: LayerNorm inputs and outputs, q/k/v, attention scores and
-// probabilities (T per head), attention output, MLP hidden before and after GELU, residuals.
-int64_t activation_floats(const ModelConfig& m, int64_t local_batch, int64_t heads_tp, int64_t mlp_tp,
-                          int64_t vocab_tp, int64_t padded_vocab) {
-  const int64_t C = m.n_embd, T = m.block_size, H = m.n_head;
-  int64_t per_token_layer = 6 * C + (3 * C + C) / heads_tp + 2 * (H / heads_tp) * T + 2 * (4 * C) / mlp_tp;
-  int64_t per_token_head = 2 * C + 2 * padded_vocab / vocab_tp;  // ln_f, logits and their softmax
-  return local_batch * T * (m.n_layer * per_token_layer + per_token_head);
+// What one device computes a microbatch with: sizes after sharding, and what dense layers keep.
+struct DeviceShapes {
+  int64_t B = 0, T = 0, C = 0;
+  int64_t heads = 0;                      // attention heads on this device
+  int64_t head_dim = 0;
+  int64_t mlp = 0;                        // MLP hidden width on this device
+  int64_t vocab = 0;                      // logit columns on this device
+  int64_t seq_split = 1;                  // sequence-parallel degree: the stream holds T / seq_split positions
+  bool dropout = false;
+  bool vocab_masked = false;              // the embedding's vocab dim has tensor-parallel axes
+  // Bytes per element of the input each dense layer keeps (fp32 4, bf16 operands 2).
+  int64_t attn_in = kFloatBytes, attn_proj_in = kFloatBytes, fc_in = kFloatBytes, mlp_proj_in = kFloatBytes,
+          head_in = kFloatBytes;
+  int64_t block_weight_copies = 0;        // bf16 operands: the copies of one block's weight shards
+  int64_t head_weight_copy = 0;           // ... and of the head's (the tied wte)
+  int64_t full_tokens() const { return B * T; }
+  int64_t stream_tokens() const { return B * T / seq_split; }
+  int64_t stream_bytes() const { return stream_tokens() * C * kFloatBytes; }  // one (B, T', C) fp32
+};
+
+int64_t stage_input_bytes(const DeviceShapes& d, bool first_stage) {
+  int64_t bytes = d.stream_bytes();  // the embeddings' output, or the received activation
+  if (!first_stage) return bytes;
+  if (d.vocab_masked) bytes += d.full_tokens() * kMaskedIdBytes;
+  if (d.dropout) bytes += d.stream_bytes();
+  return bytes;
+}
+
+int64_t block_bytes(const DeviceShapes& d, const std::string& remat) {
+  if (remat == "full") return d.stream_bytes();  // its output, the next block's (or ln_f's) input
+  const int64_t N = d.full_tokens();
+  const int64_t probs = d.B * d.heads * d.T * d.T * kFloatBytes;  // (B, H', T, T)
+  int64_t bytes = 2 * d.stream_bytes()                            // h = x + attn, and the output
+                  + 2 * 2 * d.stream_tokens() * kFloatBytes       // ln_1, ln_2: mean and rstd
+                  + N * d.C * (d.attn_in + d.fc_in)               // ln_1, ln_2 outputs as c_attn, c_fc keep them
+                  + N * 3 * d.heads * d.head_dim * kFloatBytes    // qkv: attention's (or its recomputation's) input
+                  + N * d.heads * d.head_dim * d.attn_proj_in     // attention output: c_proj's input
+                  + N * d.mlp * (kFloatBytes + d.mlp_proj_in)     // GELU derivative (or input), GELU output
+                  + d.block_weight_copies;
+  if (remat == "none") bytes += probs;
+  if (d.dropout) bytes += probs + 2 * d.stream_bytes();  // attention mask; the two residual masks
+  return bytes;
+}
+
+int64_t head_bytes(const DeviceShapes& d) {
+  const int64_t N = d.full_tokens();
+  return 2 * d.stream_tokens() * kFloatBytes  // ln_f: mean and rstd (its input is the last block's output)
+         + N * d.C * d.head_in                 // ln_f's output (gathered under sequence parallelism)
+         + N * d.vocab * kFloatBytes           // the softmax
+         + N * kTargetBytes + d.head_weight_copy;
+}
+
+ActivationParts activation_parts(const DeviceShapes& d, const std::string& remat, int64_t layers, bool first_stage,
+                                 bool last_stage) {
+  SPMD_ASSERT(remat == "none" || remat == "full" || remat == "selective", "unknown remat policy '{}'", remat);
+  ActivationParts a;
+  a.stage_input = stage_input_bytes(d, first_stage);
+  a.per_block = block_bytes(d, remat);
+  a.blocks = layers * a.per_block;
+  a.head = last_stage ? head_bytes(d) : 0;
+  return a;
+}
+
+int64_t operand_bytes(const std::string& matmul_dtype) { return matmul_dtype == "bfloat16" ? 2 : kFloatBytes; }
+
+// Whether the runtime all-gathers this weight (over more than one device) before using it.
+bool gathered(const ModelLayout& layout, const ParamLayout& p) {
+  for (const auto& axes : p.fsdp_axes)
+    if (layout.mesh.axes_size(axes) > 1) return true;
+  return false;
+}
+
+DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
+  const ModelConfig& m = layout.model;
+  auto tp_of = [&](const std::string& name, size_t dim) { return layout.mesh.axes_size(layout.param(name).tp_axes[dim]); };
+  DeviceShapes d;
+  d.B = rows, d.T = m.block_size, d.C = m.n_embd;
+  d.heads = m.n_head / tp_of("h.0.attn.c_attn.weight", 2);
+  d.head_dim = m.n_embd / m.n_head;
+  d.mlp = 4 * m.n_embd / tp_of("h.0.mlp.c_fc.weight", 1);
+  const ParamLayout& wte = layout.param("wte");
+  d.vocab = wte.gathered_shape()[0];
+  d.vocab_masked = !wte.tp_axes[0].empty();
+  d.seq_split = layout.mesh.axes_size(layout.seq_axes);
+  d.dropout = m.dropout > 0;
+  // A dense layer keeps its input in the operand dtype (and a bf16 copy of its weight), except an
+  // FSDP layer, which keeps its fp32 input and gathers the weight again in backward.
+  const int64_t operand = operand_bytes(m.matmul_dtype);
+  auto keep = [&](const std::string& weight, int64_t& in_bytes, int64_t& copies) {
+    const ParamLayout& p = layout.param(weight);
+    const bool bf16_copy = !gathered(layout, p) && operand != kFloatBytes;
+    in_bytes = gathered(layout, p) ? kFloatBytes : operand;
+    if (bf16_copy) copies += p.sharding.shard_numel() * operand;
+  };
+  for (auto [name, in] : {std::pair<const char*, int64_t*>{"h.0.attn.c_attn.weight", &d.attn_in},
+                          {"h.0.attn.c_proj.weight", &d.attn_proj_in},
+                          {"h.0.mlp.c_fc.weight", &d.fc_in},
+                          {"h.0.mlp.c_proj.weight", &d.mlp_proj_in}})
+    keep(name, *in, d.block_weight_copies);
+  keep("wte", d.head_in, d.head_weight_copy);
+  return d;
 }
 }  // namespace
 
-MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, int64_t rank) {
+int64_t microbatches_in_flight(const PipelineLayout& pipeline, const std::string& schedule, int64_t microbatches,
+                               int64_t stage) {
+  if (pipeline.axis.empty()) return 1;
+  return max_in_flight(stage_passes(schedule, stage, pipeline.stages(), microbatches));
+}
+
+MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, int64_t microbatches, int64_t rank,
+                               const std::string& schedule, const std::string& remat) {
   MemoryEstimate e;
   for (const auto& p : layout.params) {
-    int64_t shard = p.sharding.shard_numel() * kFloatBytes;
-    e.params += shard;
+    if (!p.sharding.holds(rank)) continue;  // another pipeline stage's
+    e.params += p.sharding.shard_numel() * kFloatBytes;
     // An FSDP weight is gathered for its layer and freed after (again in backward): the working
     // set is, at worst, the largest gathered weight, its full gradient before the reduce-scatter,
     // and the next weight's gather in flight (runtime.fsdp_prefetch; one weight less without).
@@ -37,25 +162,63 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   }
   e.grads = e.params;
   e.optimizer = 2 * e.params;
-  const auto& mesh = layout.mesh;
-  auto tp_of = [&](const std::string& name, size_t dim) {
-    return mesh.axes_size(layout.param(name).tp_axes[dim]);
-  };
-  int64_t heads_tp = tp_of("h.0.attn.c_attn.weight", 2);
-  int64_t mlp_tp = tp_of("h.0.mlp.c_fc.weight", 1);
-  int64_t vocab_tp = tp_of("wte", 0);
-  int64_t local_batch = global_batch / layout.dp_size();
-  e.activations = activation_floats(layout.model, local_batch, heads_tp, mlp_tp, vocab_tp, layout.padded_vocab) *
-                  kFloatBytes;
+  const PipelineLayout& pipeline = layout.pipeline;
+  const int64_t stage = layout.stage_of(rank);
+  const int64_t layers = pipeline.layer_begin[static_cast<size_t>(stage) + 1] - pipeline.layer_begin[static_cast<size_t>(stage)];
+  const int64_t local_batch = global_batch / layout.dp_size() / microbatches;
+  e.activation_parts = activation_parts(device_shapes(layout, local_batch), remat, layers, stage == 0,
+                                        stage == pipeline.stages() - 1);
+  e.activations_per_microbatch = e.activation_parts.total();
+  e.microbatches_in_flight = microbatches_in_flight(pipeline, schedule, microbatches, stage);
+  e.activations = e.activations_per_microbatch * e.microbatches_in_flight;
+  e.remat = remat;
+  e.sequence_parallel_axes = layout.seq_axes;
+  e.sequence_parallel_degree = layout.mesh.axes_size(layout.seq_axes);
   return e;
 }
 
-MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch) {
+int64_t first_rank_of_stage(const ModelLayout& layout, int64_t stage) {
+  std::vector<int64_t> coords(static_cast<size_t>(layout.mesh.ndim()), 0);
+  if (!layout.pipeline.axis.empty()) coords[static_cast<size_t>(layout.mesh.axis_index(layout.pipeline.axis))] = stage;
+  return layout.mesh.rank_at(coords);
+}
+
+std::vector<MemoryEstimate> estimate_stages(const ModelLayout& layout, const Config& config) {
+  std::vector<MemoryEstimate> out;
+  for (int64_t s = 0; s < layout.pipeline.stages(); ++s)
+    out.push_back(estimate_memory(layout, config.data.batch_size, config.train.microbatches,
+                                  first_rank_of_stage(layout, s), config.runtime.pipeline_schedule,
+                                  config.runtime.remat));
+  return out;
+}
+
+int64_t fullest_stage(const std::vector<MemoryEstimate>& stages) {
+  auto it = std::max_element(stages.begin(), stages.end(),
+                             [](const MemoryEstimate& a, const MemoryEstimate& b) { return a.total() < b.total(); });
+  return static_cast<int64_t>(it - stages.begin());
+}
+
+MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch, int64_t microbatches,
+                                         const std::string& remat) {
   MemoryEstimate e;
   for (const auto& p : gpt2_param_table(model, model.vocab_size)) e.params += product(p.shape) * kFloatBytes;
   e.grads = e.params;
   e.optimizer = 2 * e.params;
-  e.activations = activation_floats(model, global_batch, 1, 1, 1, model.vocab_size) * kFloatBytes;
+  DeviceShapes d;
+  d.B = global_batch / microbatches, d.T = model.block_size, d.C = model.n_embd;
+  d.heads = model.n_head, d.head_dim = model.n_embd / model.n_head, d.mlp = 4 * model.n_embd;
+  d.vocab = model.vocab_size;
+  d.dropout = model.dropout > 0;
+  const int64_t operand = operand_bytes(model.matmul_dtype);
+  d.attn_in = d.attn_proj_in = d.fc_in = d.mlp_proj_in = d.head_in = operand;
+  if (operand != kFloatBytes) {
+    d.block_weight_copies = 12 * d.C * d.C * operand;  // c_attn 3C^2, c_proj C^2, c_fc and c_proj 4C^2 each
+    d.head_weight_copy = d.vocab * d.C * operand;
+  }
+  e.activation_parts = activation_parts(d, remat, model.n_layer, true, true);
+  e.activations_per_microbatch = e.activation_parts.total();
+  e.activations = e.activations_per_microbatch;
+  e.remat = remat;
   return e;
 }
 

@@ -1,24 +1,62 @@
 // Per-device memory estimate of a training run, before launching anything.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "parallel/layout.h"
 
 namespace spmd {
 
+// One microbatch's activations held between its forward and its backward on one device, by where
+// they are kept (bytes). What each op keeps is the runtime's (memory_estimate.cpp lists it).
+struct ActivationParts {
+  int64_t stage_input = 0;  // the residual stream entering the stage's first block (the embeddings' output
+                            // or the received activation), and on the first stage the embeddings' own keep
+  int64_t per_block = 0;    // one block: its output and, without runtime.remat full, its internals
+  int64_t blocks = 0;       // per_block x the stage's blocks
+  int64_t head = 0;         // ln_f, the head's input, the softmax (last stage only)
+  int64_t total() const { return stage_input + blocks + head; }
+};
+
 struct MemoryEstimate {
-  int64_t params = 0;        // this device's parameter shards
+  int64_t params = 0;        // this device's parameter shards (of its pipeline stage's parameters)
   int64_t grads = 0;         // gradients: same sharding as the parameters
   int64_t optimizer = 0;     // AdamW m and v: same sharding as the parameters
   int64_t fsdp_gathered = 0; // FSDP working set: the largest gathered weight, its gradient, the prefetch
-  int64_t activations = 0;   // saved for backward, for this device's share of the batch
+  int64_t activations = 0;   // saved for backward: activations_per_microbatch x microbatches_in_flight
+  int64_t activations_per_microbatch = 0;  // one microbatch through this device's blocks (and head)
+  int64_t microbatches_in_flight = 1;      // forwarded, not yet backwarded, at the worst moment
+  ActivationParts activation_parts;        // activations_per_microbatch by where it is kept
+  std::string remat = "none";              // runtime.remat the activations assume
+  std::vector<std::string> sequence_parallel_axes;  // the residual stream's sequence split (empty: none)
+  int64_t sequence_parallel_degree = 1;             // positions of the stream held: T / this
   int64_t total() const { return params + grads + optimizer + fsdp_gathered + activations; }
 };
 
-// Bytes for fp32 on the device `rank` (all ranks are alike in the layouts we support).
-MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, int64_t rank = 0);
+// The most microbatches whose activations `stage` holds at once: max_in_flight of its passes
+// under `schedule` (1f1b: min(stages - stage, M); gpipe: M). Without stages, 1 (plain gradient
+// accumulation runs each microbatch's backward right after its forward).
+int64_t microbatches_in_flight(const PipelineLayout& pipeline, const std::string& schedule, int64_t microbatches,
+                               int64_t stage);
 
-// The same model on one device with everything replicated.
-MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch);
+// Bytes on the device `rank`: fp32 parameters, gradients and AdamW state of its pipeline stage
+// (all without stages), and the activations its blocks keep for backward for global_batch /
+// data-parallel degree / microbatches rows under `remat` (none | full | selective), times the
+// microbatches in flight on its stage under `schedule`. Sequence parallelism comes from the layout.
+MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, int64_t microbatches = 1,
+                               int64_t rank = 0, const std::string& schedule = "1f1b",
+                               const std::string& remat = "none");
+
+// One estimate per pipeline stage (one without stages), each on the stage's first rank (the ranks
+// of a stage are alike in the layouts we support), for the config's batch, microbatches, schedule
+// and remat.
+std::vector<MemoryEstimate> estimate_stages(const ModelLayout& layout, const Config& config);
+int64_t first_rank_of_stage(const ModelLayout& layout, int64_t stage);
+int64_t fullest_stage(const std::vector<MemoryEstimate>& stages);  // the largest total; the first on ties
+
+// The same model on one device with everything replicated (microbatches of global_batch / microbatches).
+MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch, int64_t microbatches = 1,
+                                         const std::string& remat = "none");
 
 }  // namespace spmd

@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 
 #include "inspect/memory_estimate.h"
+#include "inspect/pipeline_report.h"
+#include "inspect/text_table.h"
 #include "mesh/render.h"
 #include "util/error.h"
 
@@ -26,8 +28,82 @@ std::string logical_text(const std::vector<std::string>& logical) {
 }
 
 nlohmann::json memory_json(const MemoryEstimate& e) {
+  const ActivationParts& a = e.activation_parts;
   return {{"params", e.params}, {"grads", e.grads}, {"optimizer", e.optimizer},
-          {"fsdp_gathered", e.fsdp_gathered}, {"activations", e.activations}, {"total", e.total()}};
+          {"fsdp_gathered", e.fsdp_gathered}, {"activations", e.activations},
+          {"activations_per_microbatch", e.activations_per_microbatch},
+          {"microbatches_in_flight", e.microbatches_in_flight}, {"total", e.total()},
+          {"remat", e.remat},
+          {"sequence_parallel", !e.sequence_parallel_axes.empty()},
+          {"sequence_parallel_axes", e.sequence_parallel_axes},
+          {"sequence_parallel_degree", e.sequence_parallel_degree},
+          {"activation_parts_per_microbatch",
+           {{"stage_input", a.stage_input}, {"per_block", a.per_block}, {"blocks", a.blocks}, {"head", a.head}}}};
+}
+
+// "activations saved for backward (remat full; sequence parallel over model, T/4; 2 microbatches)"
+std::string activations_label(const MemoryEstimate& e) {
+  std::vector<std::string> notes;
+  if (e.remat != "none") notes.push_back("remat " + e.remat);
+  if (!e.sequence_parallel_axes.empty())
+    notes.push_back(fmt::format("sequence parallel over {}, T/{}", fmt::join(e.sequence_parallel_axes, "x"),
+                                e.sequence_parallel_degree));
+  if (e.microbatches_in_flight > 1) notes.push_back(fmt::format("{} microbatches", e.microbatches_in_flight));
+  std::string label = "activations saved for backward";
+  return notes.empty() ? label : fmt::format("{} ({})", label, fmt::join(notes, "; "));
+}
+
+// "0", "0,3": the pipeline stages holding a parameter.
+std::string stages_text(const ParamLayout& p) { return fmt::format("{}", fmt::join(p.sharding.placement().indices, ",")); }
+
+// One row per parameter; a `stages` column when the blocks are staged over a mesh axis.
+std::string params_table_text(const ModelLayout& layout) {
+  const bool staged = layout.pipeline.stages() > 1;
+  std::vector<std::vector<std::string>> rows{
+      {"parameter", "global shape", "logical axes", "spec", "shard shape", "bytes/device"}};
+  if (staged) rows[0].push_back("stages");
+  for (const auto& p : layout.params) {
+    rows.push_back({p.info.name, shape_text(p.info.shape), logical_text(p.info.logical),
+                    p.sharding.spec().to_string(), shape_text(p.sharding.shard_shape()),
+                    human_bytes(p.sharding.shard_numel() * 4)});
+    if (staged) rows.back().push_back(stages_text(p));
+  }
+  return text_table(rows, "lllllrl");
+}
+
+// This mesh's fullest device (its fullest pipeline stage's) next to one device holding everything.
+std::string memory_text(const Config& config, const ModelLayout& layout) {
+  const auto stages = estimate_stages(layout, config);
+  const int64_t fullest = fullest_stage(stages);
+  const MemoryEstimate& sharded = stages[static_cast<size_t>(fullest)];
+  MemoryEstimate single = estimate_unsharded_memory(config.model, config.data.batch_size, config.train.microbatches,
+                                                    config.runtime.remat);
+  const std::string title = fmt::format(
+      "memory per device, fp32 (estimate{})",
+      stages.size() > 1 ? fmt::format("; stage {}, the fullest of {}", fullest, stages.size()) : std::string());
+  std::vector<std::vector<std::string>> rows{{title, "this mesh", "1 device", "ratio"}};
+  auto line = [&](const std::string& what, int64_t a, int64_t b) {
+    rows.push_back({"  " + what, human_bytes(a), human_bytes(b),
+                    b > 0 ? fmt::format("{:.3f}", static_cast<double>(a) / static_cast<double>(b)) : "-"});
+  };
+  line("parameters", sharded.params, single.params);
+  line("gradients", sharded.grads, single.grads);
+  line("AdamW state (m, v)", sharded.optimizer, single.optimizer);
+  line("FSDP working set (one layer)", sharded.fsdp_gathered, single.fsdp_gathered);
+  line(activations_label(sharded), sharded.activations, single.activations);
+  line("total", sharded.total(), single.total());
+  const auto& m = config.model;
+  return "\n" + text_table(rows, "lrrr") +
+         fmt::format("  ({} parameters; {} of them in position embeddings)\n", gpt2_num_params(m), m.block_size * m.n_embd);
+}
+
+// --show NAME: the parameter's blocks over the mesh.
+std::string show_text(const ModelLayout& layout, const std::string& name) {
+  for (const auto& p : layout.params)
+    if (p.info.name == name) return render_sharding(p.sharding);
+  std::vector<std::string> names;
+  for (const auto& p : layout.params) names.push_back(p.info.name);
+  throw UsageError(fmt::format("--show {}: no such parameter; parameters are: {}", name, fmt::join(names, ", ")));
 }
 }  // namespace
 
@@ -46,64 +122,29 @@ std::string inspect_text(const Config& config, const ModelLayout& layout,
   const auto& mesh = layout.mesh;
   const auto& m = config.model;
   std::string out = fmt::format("mesh {}: {} devices\n{}\n", mesh.describe(), mesh.size(), render_mesh(mesh));
-  out += fmt::format("batch {} over {} (data-parallel degree {}, {} sequences per rank)\n",
+  const int64_t per_rank = config.data.batch_size / layout.dp_size(), microbatches = config.train.microbatches;
+  out += fmt::format("batch {} over {} (data-parallel degree {}, {} sequences per rank{})\n",
                      config.data.batch_size,
                      layout.batch_axes.empty() ? std::string("no axis")
                                                : fmt::format("{}", fmt::join(layout.batch_axes, "x")),
-                     layout.dp_size(), config.data.batch_size / layout.dp_size());
+                     layout.dp_size(), per_rank,
+                     microbatches > 1 ? fmt::format(" in {} microbatches of {}", microbatches, per_rank / microbatches)
+                                      : std::string());
   if (layout.padded_vocab != m.vocab_size)
     out += fmt::format("vocab {} padded to {} so the vocab dim divides its shards ({} padding rows, "
                        "masked out of the loss)\n",
                        m.vocab_size, layout.padded_vocab, layout.padded_vocab - m.vocab_size);
   out += "\n";
 
-  struct Row { std::string name, shape, logical, spec, shard, bytes; };
-  std::vector<Row> rows{{"parameter", "global shape", "logical axes", "spec", "shard shape", "bytes/device"}};
-  for (const auto& p : layout.params)
-    rows.push_back({p.info.name, shape_text(p.info.shape), logical_text(p.info.logical),
-                    p.sharding.spec().to_string(), shape_text(p.sharding.shard_shape()),
-                    human_bytes(p.sharding.shard_numel() * 4)});
-  size_t w[6] = {0, 0, 0, 0, 0, 0};
-  for (const auto& r : rows) {
-    const std::string* cells[] = {&r.name, &r.shape, &r.logical, &r.spec, &r.shard, &r.bytes};
-    for (int i = 0; i < 6; ++i) w[i] = std::max(w[i], cells[i]->size());
-  }
-  for (const auto& r : rows)
-    out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>{}}\n", r.name, w[0], r.shape, w[1],
-                       r.logical, w[2], r.spec, w[3], r.shard, w[4], r.bytes, w[5]);
+  out += params_table_text(layout) + memory_text(config, layout);
+  if (const std::string pipeline = pipeline_text(config, layout); !pipeline.empty()) out += "\n" + pipeline;
 
-  MemoryEstimate sharded = estimate_memory(layout, config.data.batch_size);
-  MemoryEstimate single = estimate_unsharded_memory(m, config.data.batch_size);
-  out += fmt::format("\nmemory per device, fp32 (estimate)       {:>12}  {:>12}  {:>7}\n", "this mesh",
-                     "1 device", "ratio");
-  auto line = [&](const char* what, int64_t a, int64_t b) {
-    out += fmt::format("  {:<38} {:>12}  {:>12}  {:>7}\n", what, human_bytes(a), human_bytes(b),
-                       b > 0 ? fmt::format("{:.3f}", static_cast<double>(a) / static_cast<double>(b)) : "-");
-  };
-  line("parameters", sharded.params, single.params);
-  line("gradients", sharded.grads, single.grads);
-  line("AdamW state (m, v)", sharded.optimizer, single.optimizer);
-  line("FSDP working set (one layer)", sharded.fsdp_gathered, single.fsdp_gathered);
-  line("activations saved for backward", sharded.activations, single.activations);
-  line("total", sharded.total(), single.total());
-  out += fmt::format("  ({} parameters; {} of them in position embeddings)\n", gpt2_num_params(m),
-                     m.block_size * m.n_embd);
-
-  for (const auto& name : show_params) {
-    const ParamLayout* found = nullptr;
-    for (const auto& p : layout.params)
-      if (p.info.name == name) found = &p;
-    if (!found) {
-      std::vector<std::string> names;
-      for (const auto& p : layout.params) names.push_back(p.info.name);
-      throw UsageError(fmt::format("--show {}: no such parameter; parameters are: {}", name, fmt::join(names, ", ")));
-    }
-    out += "\n" + render_sharding(found->sharding);
-  }
+  for (const auto& name : show_params) out += "\n" + show_text(layout, name);
   return out;
 }
 
 nlohmann::json inspect_json(const Config& config, const ModelLayout& layout) {
+  const bool staged = layout.pipeline.stages() > 1;
   nlohmann::json params = nlohmann::json::array();
   for (const auto& p : layout.params) {
     nlohmann::json logical = nlohmann::json::array();
@@ -114,22 +155,29 @@ nlohmann::json inspect_json(const Config& config, const ModelLayout& layout) {
                       {"spec", spec_to_json(p.sharding.spec())},
                       {"shard_shape", p.sharding.shard_shape()},
                       {"bytes_per_device", p.sharding.shard_numel() * 4}});
+    if (staged) params.back()["stages"] = p.sharding.placement().indices;
   }
-  MemoryEstimate sharded = estimate_memory(layout, config.data.batch_size);
-  MemoryEstimate single = estimate_unsharded_memory(config.model, config.data.batch_size);
+  const auto stages = estimate_stages(layout, config);
+  const int64_t fullest = fullest_stage(stages);
+  const MemoryEstimate& sharded = stages[static_cast<size_t>(fullest)];
+  MemoryEstimate single = estimate_unsharded_memory(config.model, config.data.batch_size, config.train.microbatches,
+                                                    config.runtime.remat);
   int64_t global_param_bytes = 0;
   for (const auto& p : layout.params) global_param_bytes += product(p.info.shape) * 4;
-  return {{"mesh", {{"shape", layout.mesh.shape()}, {"axes", layout.mesh.axes()}}},
-          {"batch_axes", layout.batch_axes},
-          {"data_parallel_size", layout.dp_size()},
-          {"vocab_size", config.model.vocab_size},
-          {"padded_vocab_size", layout.padded_vocab},
-          {"params", params},
-          {"totals",
-           {{"param_bytes_global", global_param_bytes},
-            {"param_bytes_per_device", sharded.params},
-            {"per_device", memory_json(sharded)},
-            {"single_device", memory_json(single)}}}};
+  nlohmann::json out = {{"mesh", {{"shape", layout.mesh.shape()}, {"axes", layout.mesh.axes()}}},
+                        {"batch_axes", layout.batch_axes},
+                        {"data_parallel_size", layout.dp_size()},
+                        {"vocab_size", config.model.vocab_size},
+                        {"padded_vocab_size", layout.padded_vocab},
+                        {"params", params},
+                        {"totals",
+                         {{"param_bytes_global", global_param_bytes},
+                          {"param_bytes_per_device", sharded.params},
+                          {"per_device", memory_json(sharded)},
+                          {"per_device_stage", fullest},
+                          {"single_device", memory_json(single)}}}};
+  if (staged) out["pipeline"] = pipeline_json(config, layout);
+  return out;
 }
 
 }  // namespace spmd

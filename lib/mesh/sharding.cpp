@@ -51,9 +51,21 @@ bool PartitionSpec::operator==(const PartitionSpec& other) const {
 // ---------------------------------------------------------------------------- NamedSharding
 
 NamedSharding::NamedSharding(const Mesh& mesh, PartitionSpec spec, std::vector<int64_t> global_shape,
-                             std::string tensor_name)
+                             std::string tensor_name, Placement placement)
     : mesh_(mesh), spec_(std::move(spec)), global_shape_(std::move(global_shape)),
-      tensor_name_(std::move(tensor_name)) {
+      tensor_name_(std::move(tensor_name)), placement_(std::move(placement)) {
+  if (!placement_.everywhere()) {
+    const auto used = spec_.used_axes();
+    SPMD_CHECK(std::find(used.begin(), used.end(), placement_.axis) == used.end(),
+               "{}: mesh axis '{}' holds the pipeline stages and cannot also shard the tensor's dims ({}); map "
+               "its logical axes to other mesh axes",
+               tensor_name_, placement_.axis, spec_.to_string());
+    SPMD_CHECK(!placement_.indices.empty() && std::is_sorted(placement_.indices.begin(), placement_.indices.end()),
+               "{}: placement on '{}' needs ascending indices", tensor_name_, placement_.axis);
+    for (int64_t i : placement_.indices)
+      SPMD_CHECK(i >= 0 && i < mesh.axis_size(placement_.axis), "{}: placement index {} is outside mesh axis '{}' of size {}",
+                 tensor_name_, i, placement_.axis, mesh.axis_size(placement_.axis));
+  }
   SPMD_CHECK(spec_.dims.size() <= global_shape_.size(),
              "{}: PartitionSpec {} has {} entries but the tensor has rank {} (shape {}); "
              "it needs at most {} entries",
@@ -104,8 +116,15 @@ std::vector<int64_t> NamedSharding::shard_offset(int64_t rank) const {
   return offset;
 }
 
+bool NamedSharding::holds(int64_t rank) const {
+  if (placement_.everywhere()) return true;
+  const int64_t at = mesh_.index_along(rank, {placement_.axis});
+  return std::find(placement_.indices.begin(), placement_.indices.end(), at) != placement_.indices.end();
+}
+
 std::vector<std::string> NamedSharding::replicated_axes() const {
   auto used = spec_.used_axes();
+  if (!placement_.everywhere()) used.push_back(placement_.axis);
   std::vector<std::string> rest;
   for (const auto& a : mesh_.axes())
     if (std::find(used.begin(), used.end(), a) == used.end()) rest.push_back(a);
@@ -113,7 +132,10 @@ std::vector<std::string> NamedSharding::replicated_axes() const {
 }
 
 std::vector<std::vector<int64_t>> NamedSharding::replica_groups() const {
-  auto groups = mesh_.all_groups(replicated_axes());
+  auto along = replicated_axes();
+  if (!placement_.everywhere()) along.push_back(placement_.axis);
+  auto groups = mesh_.all_groups(along);
+  for (auto& g : groups) g.erase(std::remove_if(g.begin(), g.end(), [&](int64_t r) { return !holds(r); }), g.end());
   // Order by block: the block's offsets, row-major.
   std::sort(groups.begin(), groups.end(), [&](const auto& a, const auto& b) {
     return shard_offset(a[0]) < shard_offset(b[0]);
@@ -122,6 +144,7 @@ std::vector<std::vector<int64_t>> NamedSharding::replica_groups() const {
 }
 
 bool NamedSharding::is_primary_replica(int64_t rank) const {
+  if (!placement_.everywhere() && mesh_.index_along(rank, {placement_.axis}) != placement_.indices.front()) return false;
   return mesh_.index_along(rank, replicated_axes()) == 0;
 }
 

@@ -19,27 +19,40 @@ struct PartitionSpec {
   bool operator==(const PartitionSpec& other) const;
 };
 
-// A mesh and a spec applied to one tensor of a given global shape.
+// Where along one mesh axis a tensor lives at all (a pipeline stage's share of the layers): only
+// ranks whose index along `axis` is one of `indices` hold it. No axis: every rank holds it.
+struct Placement {
+  std::string axis;
+  std::vector<int64_t> indices;  // ascending; the first holds the primary replica
+  bool everywhere() const { return axis.empty(); }
+};
+
+// A mesh and a spec applied to one tensor of a given global shape (and, optionally, placed on
+// some indices of one mesh axis).
 class NamedSharding {
  public:
   // Validates the spec against the mesh and shape; errors name `tensor_name`, the dim and sizes.
   NamedSharding(const Mesh& mesh, PartitionSpec spec, std::vector<int64_t> global_shape,
-                std::string tensor_name);
+                std::string tensor_name, Placement placement = {});
 
   const Mesh& mesh() const { return mesh_; }
   const PartitionSpec& spec() const { return spec_; }
   const std::vector<int64_t>& global_shape() const { return global_shape_; }
   const std::string& tensor_name() const { return tensor_name_; }
+  const Placement& placement() const { return placement_; }
+  bool holds(int64_t rank) const;  // false off the placement's indices
 
   std::vector<int64_t> shard_shape() const;               // the same on every rank
   std::vector<int64_t> shard_offset(int64_t rank) const;  // global index of the block's start
   int64_t shard_numel() const;
   int64_t num_shards(size_t dim) const;                   // product of the dim's axes
-  // Mesh axes the spec does not use: ranks differing only along them hold the same block.
+  // Mesh axes neither the spec nor the placement uses: ranks differing only along them hold the
+  // same block.
   std::vector<std::string> replicated_axes() const;
-  // Groups of ranks holding the same block, ordered by block (row-major over the blocks).
+  // Groups of ranks holding the same block (holders only), ordered by block (row-major).
   std::vector<std::vector<int64_t>> replica_groups() const;
-  // True for exactly one rank per distinct block (coordinate 0 on every replicated axis).
+  // True for exactly one rank per distinct block (coordinate 0 on every replicated axis, the
+  // placement's first index).
   bool is_primary_replica(int64_t rank) const;
 
  private:
@@ -47,6 +60,7 @@ class NamedSharding {
   PartitionSpec spec_;
   std::vector<int64_t> global_shape_;
   std::string tensor_name_;
+  Placement placement_;
 };
 
 // One Flax-style logical rule: logical name -> mesh axes (empty = null, replicated).

@@ -34,17 +34,31 @@ at::Tensor Gpt2::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool tra
   return y;
 }
 
-at::Tensor Gpt2::loss(const at::Tensor& idx, const at::Tensor& targets, ModelOps& ops, bool training) const {
+at::Tensor Gpt2::embed(const at::Tensor& idx, ModelOps& ops, bool training) const {
   const int64_t T = idx.size(1);
   at::Tensor x = ops.embed("wte", idx) + ops.param("wpe").narrow(0, 0, T);  // (B, T, C)
+  x = ops.constrain(x, kResidual);  // the residual stream's layout from here on
   if (training && config_.dropout > 0) x = ops.dropout(x, "embed_dropout", kResidual);
-  for (int64_t l = 0; l < config_.n_layer; ++l) {
+  return x;
+}
+
+at::Tensor Gpt2::blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training) const {
+  for (int64_t l = begin; l < end; ++l) {
     x = ops.constrain(x, kResidual);
-    x = x + attention(layer_norm(x, fmt::format("h.{}.ln_1", l), ops), l, ops, training);
-    x = x + mlp(layer_norm(x, fmt::format("h.{}.ln_2", l), ops), l, ops, training);
+    x = ops.block(x, [this, l, &ops, training](const at::Tensor& in) {
+      at::Tensor h = in + attention(layer_norm(in, fmt::format("h.{}.ln_1", l), ops), l, ops, training);
+      return h + mlp(layer_norm(h, fmt::format("h.{}.ln_2", l), ops), l, ops, training);
+    });
   }
-  x = layer_norm(ops.constrain(x, kResidual), "ln_f", ops);
-  return ops.tied_head_loss(x, "wte", targets);
+  return x;
+}
+
+at::Tensor Gpt2::head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {
+  return ops.tied_head_loss(layer_norm(ops.constrain(x, kResidual), "ln_f", ops), "wte", targets);
+}
+
+at::Tensor Gpt2::loss(const at::Tensor& idx, const at::Tensor& targets, ModelOps& ops, bool training) const {
+  return head_loss(blocks(embed(idx, ops, training), 0, config_.n_layer, ops, training), targets, ops);
 }
 
 }  // namespace spmd

@@ -14,6 +14,14 @@ class Gpt2 {
   // Mean cross-entropy over this rank's rows. idx, targets: (B, T) int64 token ids.
   at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets, ModelOps& ops, bool training) const;
 
+  // The same forward in the three parts a pipeline stage may run (loss = head_loss(blocks(embed))):
+  // token + position embeddings (B, T) -> (B, T, C); blocks [begin, end) of the `layers` stack;
+  // final LayerNorm and the tied head's mean cross-entropy.
+  at::Tensor embed(const at::Tensor& idx, ModelOps& ops, bool training) const;
+  at::Tensor blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training) const;
+  at::Tensor head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const;
+  int64_t n_layer() const { return config_.n_layer; }
+
  private:
   at::Tensor layer_norm(const at::Tensor& x, const std::string& prefix, ModelOps& ops) const;
   at::Tensor attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training) const;

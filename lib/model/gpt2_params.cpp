@@ -21,27 +21,37 @@ std::vector<ParamInfo> gpt2_param_table(const ModelConfig& c, int64_t padded_voc
   };
   auto layer_norm = [&](const std::string& prefix) {
     add(prefix + ".weight", {C}, {"embed"}, ParamInit::kOnes);
+    table.back().per_position = true;
     if (c.bias) add(prefix + ".bias", {C}, {"embed"}, ParamInit::kZeros);
+    if (c.bias) table.back().per_position = true;
   };
 
   add("wte", {padded_vocab, C}, {"vocab", "embed"}, ParamInit::kNormal);  // tied with the LM head
   table.back().padded_dim = 0;
   table.back().unpadded_size = c.vocab_size;
+  table.back().before_stack = table.back().after_stack = true;
   add("wpe", {c.block_size, C}, {"", "embed"}, ParamInit::kNormal);
+  table.back().before_stack = true;
   for (int64_t l = 0; l < c.n_layer; ++l) {
+    const size_t first = table.size();
     const std::string h = fmt::format("h.{}", l);
     layer_norm(h + ".ln_1");
     add(h + ".attn.c_attn.weight", {C, 3, H, D}, {"embed", "", "heads", "kv"}, ParamInit::kNormal, 0.02, 1);
     if (c.bias) add(h + ".attn.c_attn.bias", {3, H, D}, {"", "heads", "kv"}, ParamInit::kZeros);
     add(h + ".attn.c_proj.weight", {H, D, C}, {"heads", "kv", "embed"}, ParamInit::kNormal, residual_std, 2);
     if (c.bias) add(h + ".attn.c_proj.bias", {C}, {"embed"}, ParamInit::kZeros);
+    if (c.bias) table.back().per_position = true;
     layer_norm(h + ".ln_2");
     add(h + ".mlp.c_fc.weight", {C, F}, {"embed", "mlp"}, ParamInit::kNormal, 0.02, 1);
     if (c.bias) add(h + ".mlp.c_fc.bias", {F}, {"mlp"}, ParamInit::kZeros);
     add(h + ".mlp.c_proj.weight", {F, C}, {"mlp", "embed"}, ParamInit::kNormal, residual_std, 1);
     if (c.bias) add(h + ".mlp.c_proj.bias", {C}, {"embed"}, ParamInit::kZeros);
+    if (c.bias) table.back().per_position = true;
+    for (size_t i = first; i < table.size(); ++i) table[i].layer = l;
   }
   layer_norm("ln_f");
+  for (auto& p : table)
+    if (p.name.rfind("ln_f.", 0) == 0) p.after_stack = true;
   return table;
 }
 

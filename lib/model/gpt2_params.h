@@ -22,11 +22,19 @@ struct ParamInfo {
   int64_t input_dims = 0;            // for dense weights: leading dims contracted with the input
   int64_t padded_dim = -1;           // a dim padded up so it shards evenly (the vocab); -1: none
   int64_t unpadded_size = 0;         // that dim's true size: entries past it are zero padding
+  // Where the forward uses it along the logical `layers` axis (the stack of blocks): block
+  // `layer`, or (layer -1) before the stack (embeddings) and/or after it (final norm, head).
+  int64_t layer = -1;
+  bool before_stack = false;
+  bool after_stack = false;
+  // Applied position by position to the residual stream (LayerNorm scales and shifts, the biases
+  // added to it): where the stream is split along the sequence, each split sees only its positions.
+  bool per_position = false;
 };
 
 // Logical axis vocabulary of the model (activations and parameters).
 inline const std::vector<std::string>& gpt2_logical_names() {
-  static const std::vector<std::string> names{"batch", "seq", "vocab", "embed", "heads", "kv", "mlp"};
+  static const std::vector<std::string> names{"batch", "seq", "vocab", "embed", "heads", "kv", "mlp", "layers"};
   return names;
 }
 

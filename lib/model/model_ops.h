@@ -1,6 +1,7 @@
 // What the GPT-2 code may ask of the runtime. The model speaks logical axis names and parameter
 // names only; an implementation decides what communication that needs (lib/parallel).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ class ModelOps {
   // Dropout whose mask is a function of (seed, step, site, global element index); `logical`
   // names x's dims so the global index can be known.
   virtual at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) = 0;
+
+  // One block of the `layers` stack: body(x). The runtime may keep only x for backward and run
+  // body again there (runtime.remat: full); body must not capture anything that dies before the
+  // backward.
+  virtual at::Tensor block(const at::Tensor& x, std::function<at::Tensor(const at::Tensor&)> body) = 0;
 
   // with_sharding_constraint: x should have the layout the rules give `logical`.
   virtual at::Tensor constrain(const at::Tensor& x, const std::vector<std::string>& logical) = 0;

@@ -12,9 +12,9 @@ namespace spmd {
 AdamW::AdamW(std::vector<at::Tensor> params, std::vector<bool> decay, const TrainConfig& config)
     : params_(std::move(params)), decay_(std::move(decay)), beta1_(config.beta1), beta2_(config.beta2),
       weight_decay_(config.weight_decay) {
-  for (const auto& p : params_) {
-    exp_avg_.push_back(at::zeros_like(p));
-    exp_avg_sq_.push_back(at::zeros_like(p));
+  for (const auto& p : params_) {  // undefined: another pipeline stage's parameter, no state here
+    exp_avg_.push_back(p.defined() ? at::zeros_like(p) : at::Tensor());
+    exp_avg_sq_.push_back(p.defined() ? at::zeros_like(p) : at::Tensor());
   }
 }
 
@@ -30,6 +30,7 @@ void AdamW::step(double lr, double grad_scale) {
   s.bias2 = 1.0 - std::pow(beta2_, static_cast<double>(steps_));
   s.grad_scale = grad_scale;
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].defined()) continue;
     const at::Tensor g = params_[i].grad();
     if (!g.defined()) continue;
     s.weight_decay = decay_[i] && weight_decay_ > 0 ? weight_decay_ : 0.0;
@@ -46,6 +47,7 @@ void AdamW::step_on_device(double lr, const at::Tensor& grad_scale, const at::Te
   const at::Tensor bias2 = 1.0 - at::pow(beta2_, device_steps_);
   for (size_t i = 0; i < params_.size(); ++i) {
     at::Tensor& p = params_[i];
+    if (!p.defined()) continue;
     const at::Tensor g = p.grad();
     if (!g.defined()) continue;
     // The op-by-op update of kernels::adamw_update, its scalars as device tensors, then kept
@@ -74,7 +76,7 @@ void AdamW::set_steps_taken(int64_t steps) {
 int64_t AdamW::state_bytes() const {
   int64_t bytes = 0;
   for (size_t i = 0; i < exp_avg_.size(); ++i)
-    bytes += (exp_avg_[i].numel() + exp_avg_sq_[i].numel()) * static_cast<int64_t>(exp_avg_[i].element_size());
+    if (exp_avg_[i].defined()) bytes += (exp_avg_[i].numel() + exp_avg_sq_[i].numel()) * static_cast<int64_t>(exp_avg_[i].element_size());
   return bytes;
 }
 

@@ -11,7 +11,8 @@ namespace spmd {
 
 class AdamW {
  public:
-  // `decay[i]` says whether parameter i gets weight decay (matrices only, as nanoGPT).
+  // `decay[i]` says whether parameter i gets weight decay (matrices only, as nanoGPT). Undefined
+  // parameters (other pipeline stages') are skipped.
   AdamW(std::vector<at::Tensor> params, std::vector<bool> decay, const TrainConfig& config);
 
   // One update with learning rate `lr`; gradients already synchronized. Each gradient is used

@@ -10,28 +10,42 @@ namespace spmd {
 
 // Each rank's loss is the mean over its own rows, so the global gradient is the mean over the
 // data-parallel ranks: sum over the batch axes a parameter is replicated on (FSDP dims were
-// already reduce-scattered in backward), then divide by the data-parallel degree.
+// already reduce-scattered in backward), then divide by the data-parallel degree. Under sequence
+// parallelism a per-position parameter's gradient is also summed over the sequence split. With M
+// microbatches each backward's loss is the mean over a microbatch: the M gradients are summed and
+// divided by M too.
 //
 // Gradients are packed into buckets of about `bucket_bytes` (per group, in reverse parameter
 // order, which is roughly the order backward produces them). A hook on each parameter copies its
 // gradient into its bucket as soon as autograd has it; when a bucket is full its all-reduce
 // starts while backward goes on (PyTorch DDP's scheme). bucket_bytes 0: one bucket per group,
-// reduced after backward.
+// reduced after backward. The hooks act in the step's last backward only (arm()): the backwards
+// of earlier microbatches just accumulate into .grad, so each bucket is all-reduced once a step
+// (DDP's no_sync), and the hook adds that sum to the last gradient as it copies.
 class GradientSync {
  public:
+  // Point-to-point tags of the stage-shared gradients (one per parameter), above any microbatch's.
+  static constexpr int kSharedGradientTag = 1 << 24;
+
   GradientSync(ShardedModel& model, int64_t bucket_bytes);
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
-  // Before loss.backward(): clears the gradients and arms the hooks.
-  void begin();
-  // After backward: starts the buckets not yet started, waits for all, and leaves every
-  // parameter's .grad averaged (views into the bucket buffers).
+  // Before the step's first backward: clears the gradients; `microbatches` backwards follow.
+  void begin(int64_t microbatches);
+  // Before the step's last backward: its hooks start each bucket's all-reduce as soon as the
+  // bucket is complete. Backwards before it communicate nothing.
+  void arm();
+  // After the last backward: starts the buckets not yet started, waits for all, and leaves every
+  // parameter's .grad averaged over ranks and microbatches (views into the bucket buffers).
   void finish();
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
   int64_t buckets_started_during_backward() const { return started_early_; }  // this step
+  // Bucket all-reduces since construction, and those of them started during a backward.
+  int64_t total_reductions() const { return total_reductions_; }
+  int64_t total_started_during_backward() const { return total_started_early_; }
 
  private:
   struct Bucket {
@@ -45,15 +59,28 @@ class GradientSync {
   };
   void on_gradient(size_t param, const at::Tensor& grad);
   void start(Bucket& bucket);
+  // A parameter held on several pipeline stages (the tied embedding: first and last) has a
+  // partial gradient on each: every holder sends its own to the others and adds all of them in
+  // stage order, so the holders' sums, and their updates, are bitwise equal.
+  void sum_over_stages();
+  // Every holder's copy of `mine` (this rank's among them), in stage order.
+  std::vector<at::Tensor> exchange_with_holders(const at::Tensor& mine, const Placement& placed, int tag);
 
   ShardedModel& model_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;     // per parameter; -1 when its gradient needs no all-reduce
   std::vector<bool> arrived_;      // per parameter, this step
-  std::vector<unsigned> hook_ids_;
+  std::vector<std::pair<size_t, unsigned>> hook_ids_;  // (parameter, hook)
   bool armed_ = false;
+  int64_t microbatches_ = 1;
   int64_t started_early_ = 0;
+  int64_t total_reductions_ = 0, total_started_early_ = 0;
 };
+
+// The mesh axes a parameter's gradient is summed over: the batch axes it is replicated on (the
+// data-parallel replicas; FSDP dims are reduce-scattered in backward instead) and, for a
+// per-position parameter under sequence parallelism, the sequence split's axes.
+std::vector<std::string> gradient_sum_axes(const ModelLayout& layout, const ParamLayout& p);
 
 // sqrt of the sum of squared gradients, each distinct block counted once (replicas skipped):
 // a 0-dim float64 tensor on the rank's device (reading it is the caller's choice).

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/ranges.h>
+
 #include "util/error.h"
 
 namespace spmd {
@@ -17,7 +19,138 @@ std::vector<std::string> concat_axes(const std::vector<std::vector<std::string>>
   for (size_t d = begin; d < end && d < per_dim.size(); ++d) out.insert(out.end(), per_dim[d].begin(), per_dim[d].end());
   return out;
 }
+
+// Each rank's rows of a step split into train.microbatches equal slices (gradient accumulation).
+// The config alone cannot check this: the data-parallel degree comes from the mesh and the rules.
+void check_microbatches(const Config& config, int64_t dp_size) {
+  const int64_t batch = config.data.batch_size, m = config.train.microbatches;
+  // m <= batch / dp_size first: dp_size * m cannot overflow after it.
+  if (m <= batch / dp_size && batch % (dp_size * m) == 0) return;
+  throw UsageError(fmt::format(
+      "data.batch_size = {} does not split into train.microbatches = {} equal microbatches on each of "
+      "the {} data-parallel rank(s): it must be a multiple of {} (data-parallel degree) x {} (microbatches)",
+      batch, m, dp_size, dp_size, m));
+}
+
+// Sequence parallelism (`seq` on mesh axes S) splits the residual stream between the
+// tensor-parallel layers, so those layers must be split over exactly S; `seq` may not take a batch
+// axis (the Flax resolution would silently drop it).
+void check_sequence_parallel(const Config& config, const LogicalRules& rules, const std::vector<std::string>& batch_axes,
+                             const std::vector<std::string>& seq_axes) {
+  for (const auto& rule : config.sharding_rules) {
+    if (rule.logical != "seq") continue;
+    for (const auto& axis : rule.mesh_axes)
+      SPMD_CHECK(std::find(batch_axes.begin(), batch_axes.end(), axis) == batch_axes.end(),
+                 "sharding rule [seq, {}]: mesh axis '{}' already shards the batch; sequence parallelism splits the "
+                 "sequence over the tensor-parallel axis: map seq to the axis heads and mlp use (e.g. [seq, model]), "
+                 "or to null",
+                 fmt::join(rule.mesh_axes, ", "), axis);
+  }
+  if (seq_axes.empty()) return;
+  for (const char* name : {"heads", "mlp", "vocab"}) {
+    const auto axes = rules.resolve({name}, std::string("sequence parallelism's ") + name).axes_of(0);
+    SPMD_CHECK(axes == seq_axes,
+               "sequence parallelism: seq is split over {} but {} maps to {}; the split stream must meet layers "
+               "tensor-parallel over the same axes: map heads, mlp and vocab to {} as well, or map seq to null",
+               fmt::join(seq_axes, ", "), name, axes.empty() ? "null" : fmt::format("{}", fmt::join(axes, ", ")),
+               fmt::join(seq_axes, ", "));
+  }
+}
+
+// The axes of `axes` a sharding does not use.
+std::vector<std::string> unused_axes(const std::vector<std::string>& axes, const PartitionSpec& spec) {
+  const auto used = spec.used_axes();
+  std::vector<std::string> out;
+  for (const auto& a : axes)
+    if (std::find(used.begin(), used.end(), a) == used.end()) out.push_back(a);
+  return out;
+}
+
+// The mesh axis a `layers` rule stages the blocks over ("" for none); it may not carry the batch.
+std::string stage_axis(const Config& config, const std::vector<std::string>& batch_axes) {
+  for (const auto& rule : config.sharding_rules) {
+    if (rule.logical != "layers") continue;
+    if (rule.mesh_axes.empty()) return "";
+    SPMD_CHECK(rule.mesh_axes.size() == 1,
+               "sharding rule [layers, {}] stages the blocks over several mesh axes; name one mesh axis for the "
+               "pipeline stages",
+               fmt::join(rule.mesh_axes, ", "));
+    const std::string& axis = rule.mesh_axes[0];
+    SPMD_CHECK(std::find(batch_axes.begin(), batch_axes.end(), axis) == batch_axes.end(),
+               "sharding rule [layers, {}] stages the blocks over mesh axis '{}', which the batch is also sharded "
+               "over; give the pipeline its own mesh axis",
+               axis, axis);
+    return axis;
+  }
+  return "";
+}
+
+// Block boundaries per stage: runtime.pipeline_layers when given, else an even split.
+std::vector<int64_t> stage_boundaries(const Config& config, const std::string& axis, int64_t stages) {
+  const int64_t n_layer = config.model.n_layer;
+  std::vector<int64_t> counts = config.runtime.pipeline_layers;
+  if (counts.empty()) {
+    if (n_layer % stages != 0) {
+      std::vector<int64_t> divisors;
+      for (int64_t d = 1; d <= n_layer; ++d)
+        if (n_layer % d == 0) divisors.push_back(d);
+      std::vector<int64_t> uneven(static_cast<size_t>(stages), n_layer / stages);
+      for (int64_t s = 0; s < n_layer % stages; ++s) ++uneven[static_cast<size_t>(s)];
+      throw UsageError(fmt::format(
+          "model.n_layer = {} blocks do not split evenly over the {} stages of mesh axis '{}' (rule [layers, {}]); "
+          "use a stage count that divides {} ({}), or set runtime.pipeline_layers, e.g. [{}]",
+          n_layer, stages, axis, axis, n_layer, fmt::join(divisors, ", "), fmt::join(uneven, ", ")));
+    }
+    counts.assign(static_cast<size_t>(stages), n_layer / stages);
+  }
+  SPMD_CHECK(static_cast<int64_t>(counts.size()) == stages,
+             "runtime.pipeline_layers has {} entries but mesh axis '{}' has {} pipeline stages; give one block "
+             "count per stage",
+             counts.size(), axis, stages);
+  int64_t sum = 0;
+  for (int64_t c : counts) sum += c;
+  SPMD_CHECK(sum == n_layer, "runtime.pipeline_layers [{}] sums to {} blocks but model.n_layer = {}",
+             fmt::join(counts, ", "), sum, n_layer);
+  std::vector<int64_t> begin{0};
+  for (int64_t c : counts) begin.push_back(begin.back() + c);
+  return begin;
+}
+
+PipelineLayout plan_pipeline(const Config& config, const Mesh& mesh, const std::vector<std::string>& batch_axes) {
+  const std::string axis = stage_axis(config, batch_axes);
+  if (axis.empty()) {
+    SPMD_CHECK(config.runtime.pipeline_layers.empty(),
+               "runtime.pipeline_layers is set but no sharding rule stages the blocks; add a rule [layers, <mesh "
+               "axis>] or remove runtime.pipeline_layers");
+    return {"", {0, config.model.n_layer}};
+  }
+  const int64_t stages = mesh.axis_size(axis), m = config.train.microbatches;
+  SPMD_CHECK(m >= stages,
+             "train.microbatches = {} is fewer than the {} pipeline stages of mesh axis '{}': every stage needs a "
+             "microbatch to work on; set train.microbatches to at least {} (more shrinks the bubble)",
+             m, stages, axis, stages);
+  return {axis, stage_boundaries(config, axis, stages)};
+}
+
+// The stages a parameter lives on: its block's, and the first (last) for the parts used before
+// (after) the stack. Tied parameters used at both ends live on both.
+Placement placement_of(const ParamInfo& info, const PipelineLayout& pipeline) {
+  if (pipeline.axis.empty()) return {};
+  std::vector<int64_t> stages;
+  if (info.before_stack) stages.push_back(0);
+  if (info.after_stack) stages.push_back(pipeline.stages() - 1);
+  if (info.layer >= 0) stages.push_back(pipeline.stage_of_layer(info.layer));
+  SPMD_ASSERT(!stages.empty(), "parameter {} is used nowhere along the layers", info.name);
+  std::sort(stages.begin(), stages.end());
+  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  return {pipeline.axis, stages};
+}
 }  // namespace
+
+int64_t PipelineLayout::stage_of_layer(int64_t layer) const {
+  auto it = std::upper_bound(layer_begin.begin(), layer_begin.end(), layer);
+  return static_cast<int64_t>(it - layer_begin.begin()) - 1;
+}
 
 std::vector<std::string> ParamLayout::input_tp_axes() const {
   return concat_axes(tp_axes, 0, static_cast<size_t>(info.input_dims));
@@ -49,6 +182,9 @@ ModelLayout plan_layout(const Config& config) {
   NamedSharding activation_sharding(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd},
                                     "activations (batch, seq, embed) with data.batch_size");
   std::vector<std::string> batch_axes = activation_spec.axes_of(0);
+  const std::vector<std::string> seq_axes = activation_spec.axes_of(1);
+  check_microbatches(config, mesh.axes_size(batch_axes));
+  check_sequence_parallel(config, rules, batch_axes, seq_axes);
 
   // The vocab dim may not divide: pad it (as nanoGPT pads 50257 to 50304); padded rows are
   // masked out of the loss.
@@ -56,10 +192,11 @@ ModelLayout plan_layout(const Config& config) {
   int64_t vocab_parts = mesh.axes_size(wte_spec.axes_of(0));
   int64_t padded_vocab = (m.vocab_size + vocab_parts - 1) / vocab_parts * vocab_parts;
 
-  ModelLayout layout{mesh, rules, m, padded_vocab, batch_axes, activation_spec, {}};
+  ModelLayout layout{mesh, rules, m, padded_vocab, batch_axes, activation_spec, seq_axes, {},
+                     plan_pipeline(config, mesh, batch_axes)};
   for (auto& info : gpt2_param_table(m, padded_vocab)) {
     PartitionSpec spec = rules.resolve(info.logical, info.name);
-    NamedSharding sharding(mesh, spec, info.shape, info.name);
+    NamedSharding sharding(mesh, spec, info.shape, info.name, placement_of(info, layout.pipeline));
     std::vector<std::vector<std::string>> fsdp(info.shape.size()), tp(info.shape.size());
     for (size_t d = 0; d < info.shape.size(); ++d) {
       for (const auto& axis : spec.axes_of(d)) {
@@ -67,7 +204,8 @@ ModelLayout plan_layout(const Config& config) {
         (is_batch ? fsdp[d] : tp[d]).push_back(axis);
       }
     }
-    layout.params.push_back({std::move(info), std::move(sharding), std::move(fsdp), std::move(tp)});
+    std::vector<std::string> sequence = info.per_position ? unused_axes(seq_axes, spec) : std::vector<std::string>{};
+    layout.params.push_back({std::move(info), std::move(sharding), std::move(fsdp), std::move(tp), std::move(sequence)});
   }
   return layout;
 }

@@ -19,12 +19,25 @@ struct ParamLayout {
   // before use) and the others (tensor parallel: the layer computes on the shard).
   std::vector<std::vector<std::string>> fsdp_axes;
   std::vector<std::vector<std::string>> tp_axes;
+  // Sequence parallelism: the mesh axes the residual stream's `seq` is split over, for a
+  // per-position parameter replicated on them: each split's gradient is a partial sum over them.
+  std::vector<std::string> sequence_axes;
   bool is_fsdp() const;
   // For dense weights: the tensor-parallel axes of the input (contracted) dims and of the output
   // dims. Column-parallel layers have output axes, row-parallel ones input axes.
   std::vector<std::string> input_tp_axes() const;
   std::vector<std::string> output_tp_axes() const;
   std::vector<int64_t> gathered_shape() const;  // shape after the FSDP all-gather
+};
+
+// The stack of blocks staged over a mesh axis by a `layers` rule: stage s holds blocks
+// [layer_begin[s], layer_begin[s + 1]), the first also the embeddings, the last the final norm and
+// head. Without the rule there is one stage holding everything.
+struct PipelineLayout {
+  std::string axis;                  // "" without a `layers` rule
+  std::vector<int64_t> layer_begin;  // stages() + 1 boundaries
+  int64_t stages() const { return static_cast<int64_t>(layer_begin.size()) - 1; }
+  int64_t stage_of_layer(int64_t layer) const;
 };
 
 struct ModelLayout {
@@ -34,9 +47,12 @@ struct ModelLayout {
   int64_t padded_vocab = 0;              // vocab_size rounded up to the vocab dim's shard count
   std::vector<std::string> batch_axes;   // mesh axes of the activations' `batch` dim
   PartitionSpec activation_spec;         // ('batch', 'seq', 'embed') resolved
+  std::vector<std::string> seq_axes;     // the residual stream's sequence split (sequence parallelism)
   std::vector<ParamLayout> params;       // in gpt2_param_table order
+  PipelineLayout pipeline;
 
   int64_t dp_size() const { return mesh.axes_size(batch_axes); }
+  int64_t stage_of(int64_t rank) const { return pipeline.axis.empty() ? 0 : mesh.index_along(rank, {pipeline.axis}); }
   int64_t dp_index(int64_t rank) const { return mesh.index_along(rank, batch_axes); }
   const ParamLayout& param(const std::string& name) const;
 };

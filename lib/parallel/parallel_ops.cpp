@@ -13,6 +13,23 @@
 
 namespace spmd {
 
+Remat parse_remat(const std::string& name) {
+  if (name == "full") return Remat::kFull;
+  if (name == "selective") return Remat::kSelective;
+  SPMD_ASSERT(name == "none", "unknown remat policy '{}'", name);
+  return Remat::kNone;
+}
+
+at::Tensor ParallelOps::recomputed(const at::Tensor& x, RecomputedBody body) {
+  bodies_.push_back(std::make_unique<RecomputedBody>(std::move(body)));
+  return recompute_in_backward(*bodies_.back(), x);
+}
+
+at::Tensor ParallelOps::block(const at::Tensor& x, std::function<at::Tensor(const at::Tensor&)> body) {
+  if (remat_ != Remat::kFull) return body(x);
+  return recomputed(x, std::move(body));
+}
+
 const ParamLayout& ParallelOps::layout_of(const std::string& name) const {
   return model_.layout().params[model_.index_of(name)];
 }
@@ -54,7 +71,9 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   const std::vector<int64_t> w_shape = layout.gathered_shape();  // as computed with (FSDP dims gathered)
   at::Tensor input = x;
   // Column-parallel: the replicated input fans out to shards of the output features.
-  if (!out_tp.empty()) input = copy_to_group(input, group(out_tp));
+  // Under sequence parallelism the input is this rank's slice of the sequence: gather it.
+  if (!out_tp.empty())
+    input = sequence_parallel() ? gather_sequence_from_group(input, group(out_tp)) : copy_to_group(input, group(out_tp));
   // One 2-D matmul: (rows, K) x (K, N); a bias that needs no reduction first rides in addmm.
   const int64_t lead = input.dim() - static_cast<int64_t>(n);
   std::vector<int64_t> out_shape(input.sizes().begin(), input.sizes().begin() + lead);
@@ -72,7 +91,9 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   }
   y = y.view(out_shape);
   // Row-parallel: each shard of the input features gives a partial sum.
-  if (!in_tp.empty()) y = reduce_from_group(y, group(in_tp));
+  // Under sequence parallelism each rank keeps the sum for its slice of the sequence only.
+  if (!in_tp.empty())
+    y = sequence_parallel() ? reduce_scatter_sequence_to_group(y, group(in_tp)) : reduce_from_group(y, group(in_tp));
   if (!bias.empty() && !fold_bias) y = y + param(bias);
   return y;
 }
@@ -84,6 +105,7 @@ at::Tensor ParallelOps::embed(const std::string& table, const at::Tensor& ids) {
     return gathers.empty() ? at::embedding(param(table), local_ids) : fsdp_embedding(local_ids, shard(table), gathers, prefetcher());
   };
   const auto& vocab_tp = layout.tp_axes[0];
+  sequence_length_ = ids.size(1);
   if (vocab_tp.empty()) return lookup(ids);
   // Vocab-parallel: look up the ids this shard owns, zeros elsewhere, then sum over the group.
   const int64_t rows = layout.gathered_shape()[0];
@@ -99,7 +121,8 @@ at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& t
   const auto& layout = layout_of(table);
   const auto& vocab_tp = layout.tp_axes[0];
   const Group& vocab_group = group(vocab_tp);
-  at::Tensor x2 = copy_to_group(x, vocab_group).reshape({-1, x.size(-1)});  // (B*T, C)
+  const at::Tensor full = sequence_parallel() ? gather_sequence_from_group(x, vocab_group) : copy_to_group(x, vocab_group);
+  at::Tensor x2 = full.reshape({-1, x.size(-1)});  // (B*T, C)
   const FsdpGathers gathers = fsdp_gathers(layout);
   at::Tensor logits;  // (B*T, V_local)
   if (!gathers.empty()) {
@@ -124,17 +147,24 @@ at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weigh
 at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::string& dropout_site) {
   // The dropout mask is this rank's block of dropout() of ones: multipliers that are a pure
   // function of global indices, whichever kernel (and device) applies them.
-  static const std::vector<std::string> kProbs{"batch", "heads", "seq", ""};  // (B, H, T, T)
+  // (B, H, T, T): both sequence dims are whole here, also under sequence parallelism (where a
+  // `seq` rule would claim the heads' axis first).
+  static const std::vector<std::string> kProbs{"batch", "heads", "", ""};
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0) {
     const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
     mask = dropout(at::ones({B, H, T, T}, qkv.options()), dropout_site, kProbs);
   }
+  // Selective recomputation (Megatron's): the attention core, whose probabilities are (T, T) per head.
+  if (remat_ == Remat::kSelective) return recomputed(qkv, [mask](const at::Tensor& in) { return kernels::causal_attention(in, mask); });
   return kernels::causal_attention(qkv, mask);
 }
 
 at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) {
-  return kernels::bias_gelu(h, bias.empty() ? at::Tensor() : param(bias));
+  const at::Tensor b = bias.empty() ? at::Tensor() : param(bias);
+  // Selective recomputation: the activation's output is not kept beside its input.
+  if (remat_ == Remat::kSelective) return recomputed(h, [b](const at::Tensor& in) { return kernels::bias_gelu(in, b); });
+  return kernels::bias_gelu(h, b);
 }
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
@@ -145,8 +175,13 @@ at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, co
   std::vector<int64_t> local = x.sizes().vec(), global(local.size()), offset(local.size());
   for (size_t d = 0; d < local.size(); ++d) {
     const auto& axes = spec.axes_of(d);
-    global[d] = local[d] * layout.mesh.axes_size(axes);
-    offset[d] = layout.mesh.index_along(model_.comm().rank(), axes) * local[d];
+    // The rank's block of this dim; along the batch, its rows are microbatch_.count slices of
+    // which x holds one.
+    const bool batch = d < logical.size() && logical[d] == "batch";
+    const int64_t block = batch ? local[d] * microbatch_.count : local[d];
+    global[d] = block * layout.mesh.axes_size(axes);
+    offset[d] = layout.mesh.index_along(model_.comm().rank(), axes) * block;
+    if (batch) offset[d] += microbatch_.index * local[d];
   }
   at::Tensor mask = dropout_mask_block(local, global, offset, seed_,
                                        stream_id(fmt::format("{}@step{}", site, step_)), p);
@@ -155,18 +190,21 @@ at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, co
 }
 
 at::Tensor ParallelOps::constrain(const at::Tensor& x, const std::vector<std::string>& logical) {
-  // The layouts the runtime executes keep the residual stream sharded on the batch axes and
-  // replicated elsewhere, which is exactly what the rules ask for here: check, no collective.
+  // The layouts the runtime executes keep the residual stream sharded on the batch axes, on the
+  // sequence-parallel axes along `seq`, and replicated elsewhere: check. The one transition is
+  // the embeddings' full sequence entering a sequence-split stream.
   const auto& layout = model_.layout();
   PartitionSpec spec = layout.rules.resolve(logical, "activations");
   for (size_t d = 0; d < logical.size(); ++d) {
     const auto& axes = spec.axes_of(d);
-    bool is_batch = d == 0 && axes == layout.batch_axes;
-    if (!is_batch && !axes.empty())
-      throw UsageError(fmt::format("activation constraint {}: dim {} ('{}') maps to mesh axes {}; only the batch dim "
-                                   "of block-boundary activations may be sharded (map '{}' to null)",
+    bool allowed = (d == 0 && axes == layout.batch_axes) || (d == 1 && axes == layout.seq_axes);
+    if (!allowed && !axes.empty())
+      throw UsageError(fmt::format("activation constraint {}: dim {} ('{}') maps to mesh axes {}; only the batch and "
+                                   "(sequence parallelism) seq dims of block-boundary activations may be sharded (map "
+                                   "'{}' to null)",
                                    spec.to_string(), d, logical[d], axes, logical[d]));
   }
+  if (sequence_parallel() && x.size(1) == sequence_length_) return scatter_to_group(x, 1, group(layout.seq_axes));
   return x;
 }
 

@@ -2,20 +2,35 @@
 // collectives the layout needs (FSDP gathers, Megatron column/row splits, vocab-parallel loss).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "kernels/kernels.h"
 #include "model/model_ops.h"
 #include "parallel/fsdp_ops.h"
+#include "parallel/recompute.h"
 #include "parallel/sharded_model.h"
 
 namespace spmd {
 
+// The part of this rank's rows of a step that one pass computes: slice `index` of `count` equal
+// slices along the batch dim (gradient accumulation). Dropout masks are indexed by the global
+// batch row, so a microbatch draws exactly its rows of the mask the whole batch would draw.
+struct Microbatch {
+  int64_t index = 0;
+  int64_t count = 1;
+};
+
+// What the backward recomputes instead of keeping (runtime.remat).
+enum class Remat { kNone, kFull, kSelective };
+Remat parse_remat(const std::string& name);  // none | full | selective
+
 class ParallelOps : public ModelOps {
  public:
   // One per forward pass (and the backward of its graph): it tells the model's FSDP prefetcher
-  // that a pass begins.
-  ParallelOps(ShardedModel& model, uint64_t seed, int64_t step) : model_(model), seed_(seed), step_(step) {
+  // that a pass begins. `microbatch`: which slice of the rank's rows the pass's inputs are.
+  ParallelOps(ShardedModel& model, uint64_t seed, int64_t step, Microbatch microbatch = {}, Remat remat = Remat::kNone)
+      : model_(model), seed_(seed), step_(step), microbatch_(microbatch), remat_(remat) {
     model_.fsdp_prefetcher().begin_forward();
   }
 
@@ -30,12 +45,16 @@ class ParallelOps : public ModelOps {
   at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) override;
   at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;
   at::Tensor constrain(const at::Tensor& x, const std::vector<std::string>& logical) override;
+  at::Tensor block(const at::Tensor& x, std::function<at::Tensor(const at::Tensor&)> body) override;
 
  private:
   const ParamLayout& layout_of(const std::string& name) const;
   FsdpGathers fsdp_gathers(const ParamLayout& layout) const;  // empty unless gathered over a group > 1
   at::Tensor shard(const std::string& name) const;             // this rank's stored block
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
+  bool sequence_parallel() const { return !model_.layout().seq_axes.empty(); }
+  // body(x), recomputed in backward; the body lives as long as this ParallelOps (its graph's).
+  at::Tensor recomputed(const at::Tensor& x, RecomputedBody body);
   FsdpPrefetcher* prefetcher() { return &model_.fsdp_prefetcher(); }
   // The operand dtype of dense products (model.matmul_dtype).
   at::ScalarType matmul_dtype() const { return kernels::matmul_operand_dtype(model_.layout().model.matmul_dtype); }
@@ -43,6 +62,10 @@ class ParallelOps : public ModelOps {
   ShardedModel& model_;
   uint64_t seed_;
   int64_t step_;
+  Microbatch microbatch_;
+  Remat remat_;
+  int64_t sequence_length_ = -1;  // of the token ids embed() saw (the full sequence)
+  std::vector<std::unique_ptr<RecomputedBody>> bodies_;
 };
 
 }  // namespace spmd

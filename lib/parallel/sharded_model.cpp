@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "parallel/counter_rng.h"
+#include "parallel/grad_sync.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -17,6 +18,10 @@ ShardedModel::ShardedModel(ModelLayout layout, Communicator& comm, uint64_t seed
   create_groups();
   const int64_t rank = comm.rank();
   for (const auto& p : layout_.params) {
+    if (!p.sharding.holds(rank)) {  // another pipeline stage's
+      params_.emplace_back();
+      continue;
+    }
     at::Tensor local = at::empty(p.sharding.shard_shape(), at::kFloat);
     auto offset = p.sharding.shard_offset(rank);
     switch (p.info.init) {
@@ -65,17 +70,16 @@ void ShardedModel::create_groups() {
   auto& comm = *comm_;
   comm.create_group(layout_.batch_axes);
   for (const auto& axis : layout_.mesh.axes()) comm.create_group({axis});
+  if (!layout_.pipeline.axis.empty()) comm.create_host_group({layout_.pipeline.axis});  // stage-to-stage traffic
   for (const auto& p : layout_.params) {
     comm.create_group(p.input_tp_axes());
     comm.create_group(p.output_tp_axes());
-    std::vector<std::string> unsynced = layout_.batch_axes;  // batch axes the param is replicated on
     for (size_t d = 0; d < p.info.shape.size(); ++d) {
       comm.create_group(p.fsdp_axes[d]);
       comm.create_group(p.tp_axes[d]);
       comm.create_group(p.sharding.spec().axes_of(d));
-      for (const auto& a : p.fsdp_axes[d]) unsynced.erase(std::find(unsynced.begin(), unsynced.end(), a));
     }
-    comm.create_group(unsynced);
+    comm.create_group(gradient_sum_axes(layout_, p));
   }
 }
 
@@ -85,17 +89,27 @@ size_t ShardedModel::index_of(const std::string& name) const {
   throw RuntimeError("no parameter named " + name);
 }
 
+bool ShardedModel::holds(size_t i) const { return params_[i].defined(); }
+
 at::Tensor ShardedModel::gather_full(size_t i) const {
-  at::Tensor t = params_[i].detach();
-  const auto& spec = layout_.params[i].sharding.spec();
-  for (size_t d = 0; d < layout_.params[i].info.shape.size(); ++d)
-    t = comm_->along(spec.axes_of(d)).all_gather(t, static_cast<int64_t>(d));
+  const auto& sharding = layout_.params[i].sharding;
+  at::Tensor t;
+  if (holds(i)) {  // the spec's groups lie inside one stage: every member holds the parameter
+    t = params_[i].detach();
+    for (size_t d = 0; d < sharding.global_shape().size(); ++d)
+      t = comm_->along(sharding.spec().axes_of(d)).all_gather(t, static_cast<int64_t>(d)).contiguous();
+  }
+  if (const auto& placed = sharding.placement(); !placed.everywhere()) {
+    if (!t.defined()) t = at::empty(sharding.global_shape(), at::TensorOptions().dtype(at::kFloat).device(comm_->device()));
+    comm_->along({placed.axis}).broadcast(t, static_cast<int>(placed.indices.front()));
+  }
   return t.contiguous();
 }
 
 int64_t ShardedModel::local_param_bytes() const {
   int64_t bytes = 0;
-  for (const auto& p : params_) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+  for (const auto& p : params_)
+    if (p.defined()) bytes += p.numel() * static_cast<int64_t>(p.element_size());
   return bytes;
 }
 

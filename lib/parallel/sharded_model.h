@@ -1,6 +1,6 @@
 // The parameters of a model laid out over a mesh: this rank's shards as autograd leaves,
 // initialized shard by shard from the counter-based generator (no rank builds a full tensor),
-// on the communicator's device.
+// on the communicator's device. Parameters of other pipeline stages are undefined tensors here.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -24,6 +24,7 @@ class ShardedModel {
   std::vector<at::Tensor>& params() { return params_; }
   const std::vector<at::Tensor>& params() const { return params_; }
   size_t index_of(const std::string& name) const;
+  bool holds(size_t i) const;  // false for another pipeline stage's parameter
 
   // The global tensor of parameter i, assembled on every rank (tests, export, checkpoints).
   at::Tensor gather_full(size_t i) const;

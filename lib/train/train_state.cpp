@@ -1,6 +1,7 @@
 // Building a rank's training state, and one training step.
 #include "train/train_state.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -10,10 +11,9 @@
 #include "comm/backend.h"
 #include "parallel/grad_sync.h"
 #include "parallel/layout.h"
-#include "parallel/parallel_ops.h"
+#include "train/step_passes.h"
 #include "util/caching_cpu_allocator.h"
 #include "util/error.h"
-#include "util/test_hooks.h"
 
 namespace spmd {
 
@@ -82,19 +82,21 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   TrainState s;
   s.config = config;
   ModelLayout layout = plan_layout(config);
+  // Data before the rendezvous: a bad file is a usage error (exit 2) before any peer connects, so
+  // no rank's connection error can be the first failure the launcher sees.
+  s.train_data = TokenDataset::open(config.data.train, config.model.vocab_size);
+  if (config.train.eval_every > 0) s.val_data = TokenDataset::open(config.data.val, config.model.vocab_size);
   const ResolvedRuntime runtime = resolve_runtime(config.runtime);
   s.comm = single_process ? std::make_unique<Communicator>(layout.mesh, runtime)
                           : std::make_unique<Communicator>(rendezvous, layout.mesh, runtime);
   if (s.comm->rank() == 0) fmt::print("{}\n", runtime.reason);
   const int64_t dp_size = layout.dp_size(), dp_index = layout.dp_index(s.comm->rank());
-  // Data before compute: a bad file is a usage error before any work.
-  s.train_data = TokenDataset::open(config.data.train, config.model.vocab_size);
-  if (config.train.eval_every > 0) s.val_data = TokenDataset::open(config.data.val, config.model.vocab_size);
   s.loader = std::make_unique<DataLoader>(s.train_data, config.data.batch_size, config.model.block_size,
                                           config.train.seed, dp_index, dp_size, /*prefetch=*/2,
                                           config.data.window_stride);
   s.model = std::make_unique<ShardedModel>(std::move(layout), *s.comm, static_cast<uint64_t>(config.train.seed));
   s.model->fsdp_prefetcher().set_enabled(config.runtime.fsdp_prefetch);
+  s.stage_link = std::make_unique<StageLink>(s.model->layout(), *s.comm);
   s.grad_sync = std::make_unique<GradientSync>(
       *s.model, static_cast<int64_t>(config.runtime.grad_bucket_mb * 1024 * 1024));
   s.gpt = std::make_unique<Gpt2>(config.model);
@@ -111,29 +113,24 @@ StepResult train_step(TrainState& s) {
   StepResult result;
   const auto start = Clock::now();
   const int64_t collective_start = collective_time_ns();
+  const double wait_start = s.stage_link->receive_wait_ms();
 
   Batch batch = s.loader->next();
-  at::Tensor inputs = to_tensor(batch.inputs, batch.rows, batch.seq, device);
+  at::Tensor inputs = to_tensor(batch.inputs, batch.rows, batch.seq, device);  // (rows, T)
   at::Tensor targets = to_tensor(batch.targets, batch.rows, batch.seq, device);
   result.timings.data_ms = ms_since(start);
 
-  auto phase = Clock::now();
-  ParallelOps ops(model, static_cast<uint64_t>(tc.seed), s.step);
-  const int64_t live_before = caching_cpu_allocator_stats().live_bytes;
-  at::Tensor loss = s.gpt->loss(inputs, targets, ops, true);
-  if (const auto after = caching_cpu_allocator_stats(); after.installed && loss.device().is_cpu())
-    result.graph_bytes = after.live_bytes - live_before;
-  if (test_hooks().nan_loss_at_step == s.step) loss = loss * NAN;
-  result.timings.forward_ms = ms_since(phase);
+  // The microbatches' forward and backward passes on this rank's stage (plain gradient
+  // accumulation without stages); only the last backward communicates (grad_sync).
+  const at::Tensor loss_sum = run_step_passes(s, inputs, targets, result);
+  const double microbatches = static_cast<double>(tc.microbatches);
 
-  phase = Clock::now();
-  s.grad_sync->begin();
-  loss.backward();  // data-parallel all-reduces start from inside, bucket by bucket
+  auto phase = Clock::now();
   s.grad_sync->finish();
   model.fsdp_prefetcher().drain();  // nothing may still read the shards AdamW is about to update
   result.grad_norm = global_grad_norm(model);
-  result.loss = global_mean(loss, model);
-  result.timings.backward_ms = ms_since(phase);
+  result.loss = global_mean(loss_sum / microbatches, model);
+  result.timings.backward_ms += ms_since(phase);
 
   phase = Clock::now();
   result.lr = learning_rate_at(tc, s.step);
@@ -141,6 +138,7 @@ StepResult train_step(TrainState& s) {
   else apply_update_on_device(s, result);
   result.timings.optimizer_ms = ms_since(phase);
   result.timings.collective_ms = static_cast<double>(collective_time_ns() - collective_start) / 1e6;
+  result.timings.pipeline_wait_ms = s.stage_link->receive_wait_ms() - wait_start;
   result.timings.total_ms = ms_since(start);
   ++s.step;
   return result;
@@ -165,10 +163,9 @@ double evaluate(TrainState& s) {
   double sum = 0;
   for (int64_t k = 0; k < c.train.eval_batches; ++k) {
     Batch batch = eval_batch(*s.val_data, k, c.data.batch_size, c.model.block_size, s.dp_index(), s.dp_size());
-    ParallelOps ops(*s.model, static_cast<uint64_t>(c.train.seed), -1);
     const c10::Device device = s.comm->device();
-    at::Tensor loss = s.gpt->loss(to_tensor(batch.inputs, batch.rows, batch.seq, device),
-                                  to_tensor(batch.targets, batch.rows, batch.seq, device), ops, false);
+    at::Tensor loss = evaluate_passes(s, to_tensor(batch.inputs, batch.rows, batch.seq, device),
+                                      to_tensor(batch.targets, batch.rows, batch.seq, device));
     sum += global_mean(loss, *s.model).item<double>();  // evaluation is a number the user asked for
   }
   return sum / static_cast<double>(c.train.eval_batches);

@@ -13,6 +13,7 @@
 #include "optim/adamw.h"
 #include "parallel/grad_sync.h"
 #include "parallel/sharded_model.h"
+#include "parallel/stage_link.h"
 
 namespace spmd {
 
@@ -20,6 +21,7 @@ struct TrainState {
   Config config;
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<ShardedModel> model;
+  std::unique_ptr<StageLink> stage_link;    // this rank's pipeline stage (the only one without stages)
   std::unique_ptr<GradientSync> grad_sync;  // after model: its hooks go before the parameters
   std::unique_ptr<Gpt2> gpt;
   std::unique_ptr<AdamW> optimizer;
@@ -46,6 +48,7 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
 
 struct StepTimings {
   double data_ms = 0, forward_ms = 0, backward_ms = 0, collective_ms = 0, optimizer_ms = 0, total_ms = 0;
+  double pipeline_wait_ms = 0;  // blocked receiving from neighbouring stages (the bubble)
 };
 
 struct StepResult {
@@ -53,13 +56,15 @@ struct StepResult {
   at::Tensor grad_norm;  // 0-dim float64 on the device: before clipping
   double lr = 0;
   bool skipped = false;  // non-finite and train.skip_nonfinite (known here where reads_every_step)
-  StepTimings timings;   // collective_ms is included in forward/backward
-  // Tensor bytes the autograd graph holds between forward and backward (activations, and any
-  // gathered FSDP weights); -1 unless the caching CPU allocator, which counts them, is installed.
+  StepTimings timings;   // collective_ms and pipeline_wait_ms are included in forward/backward
+  // Tensor bytes the autograd graphs hold between forward and backward (activations, and any
+  // gathered FSDP weights): the most held at once by the microbatches in flight on this stage;
+  // -1 unless the caching CPU allocator, which counts them, is installed.
   int64_t graph_bytes = -1;
 };
 
-// batch -> forward -> backward -> grad sync -> clip -> AdamW. A non-finite loss or gradient
+// batch -> M x (forward, backward) over its microbatches -> grad sync -> clip -> AdamW
+// (M = train.microbatches; the update equals the whole batch's). A non-finite loss or gradient
 // norm is never applied: RuntimeError unless train.skip_nonfinite (at once where
 // reads_every_step, else from check_health at the next read).
 StepResult train_step(TrainState& state);

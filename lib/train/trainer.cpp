@@ -1,6 +1,7 @@
 // The training loop, readable top to bottom: step -> log -> eval, until train.steps.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -9,9 +10,11 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ckpt/checkpoint.h"
 #include "comm/backend.h"
+#include "parallel/pipeline_schedule.h"
 #include "train/metrics.h"
 #include "train/stop_signal.h"
 #include "train/train_state.h"
@@ -39,17 +42,38 @@ void dump_parameters(const ShardedModel& model, const std::string& dir) {
   }
 }
 
-// Tensor memory per rank (the caching allocator's counts; max over ranks): the peak, and what the
-// autograd graph held between forward and backward in the last step. Goes into the summary.
+// Tensor memory per rank (the caching allocator's counts; max over ranks, and per pipeline stage):
+// the peak, and what the autograd graphs held between forward and backward in the last step.
+// Goes into the summary.
 void report_memory(TrainState& state, int64_t graph_bytes, nlohmann::json& summary) {
-  at::Tensor bytes = at::tensor({static_cast<double>(caching_cpu_allocator_stats().peak_live_bytes),
-                                 static_cast<double>(graph_bytes)}, at::kDouble);
-  state.comm->control().all_reduce_max(bytes);
-  summary["peak_tensor_bytes"] = bytes[0].item<double>();
-  summary["graph_bytes"] = bytes[1].item<double>();
+  at::Tensor mine = at::tensor({static_cast<double>(caching_cpu_allocator_stats().peak_live_bytes),
+                                static_cast<double>(graph_bytes)}, at::kDouble).reshape({1, 2});
+  const at::Tensor all = state.comm->control().all_gather(mine, 0);  // (ranks, 2)
+  const at::Tensor most = std::get<0>(all.max(0));
+  summary["peak_tensor_bytes"] = most[0].item<double>();
+  summary["graph_bytes"] = most[1].item<double>();
+  const auto& layout = state.model->layout();
+  std::vector<double> per_stage(static_cast<size_t>(layout.pipeline.stages()), 0.0);
+  for (int64_t r = 0; r < all.size(0); ++r) {
+    double& stage = per_stage[static_cast<size_t>(layout.stage_of(r))];
+    stage = std::max(stage, all[r][1].item<double>());
+  }
+  summary["graph_bytes_per_stage"] = per_stage;
   if (state.rank() == 0)
     fmt::print("tensor memory per rank (max): peak {:.1f} MiB, held for backward {:.1f} MiB\n",
-               bytes[0].item<double>() / (1 << 20), bytes[1].item<double>() / (1 << 20));
+               most[0].item<double>() / (1 << 20), most[1].item<double>() / (1 << 20));
+}
+
+// The pipeline in one line, when there is one.
+void print_pipeline(const Config& config, const PipelineLayout& pipe) {
+  if (pipe.stages() < 2) return;
+  std::vector<int64_t> blocks;
+  for (int64_t s = 0; s < pipe.stages(); ++s)
+    blocks.push_back(pipe.layer_begin[static_cast<size_t>(s + 1)] - pipe.layer_begin[static_cast<size_t>(s)]);
+  fmt::print("pipeline: {} stages over mesh axis '{}', blocks per stage [{}] | {} schedule, {} microbatches | ideal "
+             "bubble {:.1f}%\n",
+             pipe.stages(), pipe.axis, fmt::join(blocks, ", "), config.runtime.pipeline_schedule,
+             config.train.microbatches, 100 * bubble_fraction(pipe.stages(), config.train.microbatches));
 }
 
 // Facts about the run for programs (tests, scripts): output.dir/summary.json, written by rank 0
@@ -96,6 +120,8 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
                state.model->layout().mesh.describe(), state.model->layout().mesh.size(), state.comm->device().str(),
                state.comm->runtime().backend, state.dp_size(), gpt2_num_params(config.model),
                static_cast<double>(state_bytes) / (1 << 20), state.grad_sync->num_buckets());
+  if (leader) print_pipeline(config, state.model->layout().pipeline);
+  summary["pipeline_stages"] = state.model->layout().pipeline.stages();
 
   // Every rank must agree on stopping (a signal may reach them at different steps): the max of
   // their requests is all-reduced after each step, over the CPU control group (no GPU wait).
@@ -167,6 +193,10 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   if (const int64_t peak = peak_device_tensor_bytes(state.comm->device()); peak >= 0) {
     summary["peak_device_tensor_bytes"] = peak;  // this rank's (rank 0's in the file)
     if (leader) fmt::print("tensor memory on {}: peak {:.1f} MiB\n", state.comm->device().str(), static_cast<double>(peak) / (1 << 20));
+  }
+  if (state.grad_sync->num_buckets() > 0) {  // once per bucket and step, however many microbatches
+    summary["gradient_all_reduces"] = state.grad_sync->total_reductions();
+    summary["gradient_all_reduces_during_backward"] = state.grad_sync->total_started_during_backward();
   }
   if (const auto& p = state.model->fsdp_prefetcher(); p.total_uses() > 0) {
     summary["fsdp_weight_uses"] = p.total_uses();

@@ -170,8 +170,9 @@ const std::vector<std::string> kKeyNames = {
     "mesh", "shape", "axes", "sharding_rules", "model", "vocab_size", "block_size", "n_layer",
     "n_head", "n_embd", "dropout", "bias", "data", "train", "val", "batch_size", "window_stride", "steps",
     "decay_steps", "seed", "lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2",
-    "grad_clip", "eval_every", "eval_batches", "log_every", "skip_nonfinite", "checkpoint", "dir",
-    "every", "keep", "output", "runtime", "backend", "device", "threads_per_rank", "timeout_s", "grad_bucket_mb"};
+    "grad_clip", "eval_every", "eval_batches", "log_every", "skip_nonfinite", "microbatches", "checkpoint", "dir",
+    "every", "keep", "output", "runtime", "backend", "device", "threads_per_rank", "timeout_s", "grad_bucket_mb",
+    "fsdp_prefetch", "pipeline_schedule", "pipeline_layers", "layers"};
 
 const std::vector<std::string> kOverrideKeys = {
     "mesh.shape", "mesh.axes", "sharding_rules", "model.vocab_size", "model.block_size",
@@ -179,8 +180,9 @@ const std::vector<std::string> kOverrideKeys = {
     "data.val", "data.batch_size", "data.window_stride", "train.steps", "train.decay_steps", "train.seed", "train.lr",
     "train.min_lr", "train.warmup_steps", "train.weight_decay", "train.beta1", "train.beta2",
     "train.grad_clip", "train.eval_every", "train.eval_batches", "train.log_every",
-    "train.skip_nonfinite", "checkpoint.dir", "checkpoint.every", "checkpoint.keep", "output.dir",
+    "train.skip_nonfinite", "train.microbatches", "checkpoint.dir", "checkpoint.every", "checkpoint.keep", "output.dir",
     "runtime.backend", "runtime.device", "runtime.threads_per_rank", "runtime.timeout_s", "runtime.grad_bucket_mb",
+    "runtime.fsdp_prefetch", "runtime.pipeline_schedule", "runtime.pipeline_layers",
     // not in the schema, or not a valid dotted key
     "mesh", "model", "train", "bogus", "model.bogus", "model.n_layers", "model.n_layer.x",
     "sharding_rules.batch", "a..b", "", " model . n_layer ", "mesh.shape.0", "x.y.z.w",
@@ -190,7 +192,7 @@ const std::vector<std::string> kListValues = {
     "[1]", "[2, 2]", "[8]", "[3, 5]", "[1, 1, 1]", "[0]", "[-1, 2]", "[2147483648, 2]",
     "[4294967296, 4294967296]", "[data]", "[data, model]", "[a, a]", "[data, '']",
     "[[batch, data], [vocab, model]]", "[[batch, data], [heads, null]]", "[[batch]]",
-    "[[batch, data, model]]", "[[embed, [data, model]]]", "[[mlp, nope]]"};
+    "[[batch, data, model]]", "[[embed, [data, model]]]", "[[mlp, nope]]", "[[layers, model]]", "[[layers, data]]"};
 
 const std::vector<std::string> kShowParams = {"wte", "wpe", "h.0.mlp.c_fc.weight",
                                               "h.0.attn.c_attn.weight", "ln_f.weight", "nope",
@@ -385,7 +387,8 @@ void mutate_once(std::string& text, Rng& rng, const std::vector<std::string>& se
           "  - [heads, [model, data]]", "  - [kv, model]", "  - [seq, model]", "  - [mlp, data]",
           "  - [batch, [data, data]]", "  - [batch]", "  - []", "  - [batch, data, model]",
           "  - [[batch], data]", "  - [\"\", data]", "  - [unknown_logical, data]",
-          "  - [batch, nope]", "  - [embed, fsdp]", "  - batch", "  - {batch: data}"};
+          "  - [batch, nope]", "  - [embed, fsdp]", "  - batch", "  - {batch: data}",
+          "  - [layers, model]", "  - [layers, data]", "  - [layers, [data, model]]", "  - [layers, null]"};
       auto lines = split_lines(text);
       size_t at = lines.size();
       for (size_t i = 0; i < lines.size(); ++i)

@@ -16,10 +16,28 @@ ProcessResult inspect(const std::vector<std::string>& args) {
   return run_process(argv, {}, 60);
 }
 
-nlohmann::json inspect_json(const std::string& config) {
-  auto r = inspect({"--config", source_path("configs/" + config), "--json"});
+nlohmann::json inspect_json_of(const std::string& path, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args{"--config", path, "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = inspect(args);
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   return nlohmann::json::parse(r.output);
+}
+
+nlohmann::json inspect_json(const std::string& config) { return inspect_json_of(source_path("configs/" + config)); }
+
+// 4 blocks staged over the 4 stages of a [2, 4] (data, stage) mesh, 8 microbatches per step.
+const char* kPipelineYaml = "mesh: {shape: [2, 4], axes: [data, stage]}\n"
+                            "sharding_rules: [[batch, data], [layers, stage], [vocab, null], [heads, null], "
+                            "[mlp, null], [embed, null], [seq, null], [kv, null]]\n"
+                            "model: {vocab_size: 72, block_size: 16, n_layer: 4, n_head: 8, n_embd: 32}\n"
+                            "data: {batch_size: 16}\n"
+                            "train: {microbatches: 8}\n";
+
+bool holds(const nlohmann::json& stage, const std::string& param) {
+  for (const auto& name : stage["params"])
+    if (name == param) return true;
+  return false;
 }
 }  // namespace
 
@@ -110,4 +128,118 @@ TEST_CASE("inspect: the GPT-2 124M configs hold GPT-2 small's 124,439,808 parame
   CHECK(inspect_json("gpt2-124m-dp8.yaml")["totals"]["param_bytes_global"].get<double>() == expected);
   CHECK(inspect_json("gpt2-124m-fsdp8.yaml")["totals"]["param_bytes_global"].get<double>() == expected);
   CHECK(inspect_json("gpt2-124m-tp4.yaml")["totals"]["param_bytes_global"].get<double>() == expected + 3 * 768 * 4);
+}
+
+TEST_CASE("inspect: a pipeline's stages, what they hold, their memory and the bubble") {
+  TempDir dir;
+  const std::string path = dir.file("pipeline.yaml");
+  write_file(path, kPipelineYaml);
+  auto one_f_one_b = inspect_json_of(path, {"--set", "runtime.pipeline_schedule=1f1b"});
+  auto gpipe = inspect_json_of(path, {"--set", "runtime.pipeline_schedule=gpipe"});
+  const auto& pipeline = one_f_one_b["pipeline"];
+  CHECK(pipeline["axis"] == "stage");
+  CHECK(pipeline["stages"] == 4);
+  CHECK(pipeline["microbatches"] == 8);
+  CHECK(pipeline["schedule"] == "1f1b");
+  CHECK(gpipe["pipeline"]["schedule"] == "gpipe");
+  CHECK(pipeline["bubble_fraction"].get<double>() == doctest::Approx(3.0 / 11));  // (p-1)/(M+p-1)
+  const auto& stages = pipeline["stage_list"];
+  const auto& gpipe_stages = gpipe["pipeline"]["stage_list"];
+  REQUIRE(stages.size() == 4);
+  REQUIRE(gpipe_stages.size() == 4);
+  int64_t param_bytes = 0;
+  for (int s = 0; s < 4; ++s) {
+    CAPTURE(s);
+    CHECK(stages[s]["stage"] == s);
+    CHECK(stages[s]["layers"] == nlohmann::json{s, s + 1});  // [begin, end) of the blocks
+    CHECK(holds(stages[s], "h." + std::to_string(s) + ".mlp.c_fc.weight"));
+    CHECK(stages[s]["microbatches_in_flight"] == 4 - s);      // 1F1B: min(stages - stage, M)
+    CHECK(gpipe_stages[s]["microbatches_in_flight"] == 8);    // GPipe: every microbatch
+    CHECK(stages[s]["activation_bytes"] ==
+          stages[s]["activation_bytes_per_microbatch"].get<int64_t>() * (4 - s));
+    param_bytes += stages[s]["param_bytes"].get<int64_t>();
+  }
+  CHECK(gpipe_stages[0]["activation_bytes"].get<int64_t>() > stages[0]["activation_bytes"].get<int64_t>());
+  // The embeddings live on the first stage, the final norm and the head (wte, tied) on the last.
+  CHECK(holds(stages[0], "wte"));
+  CHECK(holds(stages[0], "wpe"));
+  CHECK_FALSE(holds(stages[1], "wte"));
+  CHECK_FALSE(holds(stages[3], "wpe"));
+  CHECK(holds(stages[3], "wte"));
+  CHECK(holds(stages[3], "ln_f.weight"));
+  CHECK(stages[0]["holds"] == "h.0 + embeddings (wte, wpe)");
+  CHECK(stages[3]["holds"] == "h.3 + ln_f, head (wte tied)");
+  // No stage holds another's parameters: the stages together hold the model once, wte twice.
+  const auto& wte = one_f_one_b["params"][0];
+  REQUIRE(wte["name"] == "wte");
+  CHECK(wte["stages"] == nlohmann::json{0, 3});
+  CHECK(param_bytes == one_f_one_b["totals"]["param_bytes_global"].get<int64_t>() +
+                           wte["bytes_per_device"].get<int64_t>());
+  // The per-device totals are the fullest stage's.
+  const int64_t fullest = one_f_one_b["totals"]["per_device_stage"].get<int64_t>();
+  for (const auto& stage : stages)
+    CHECK(stage["total_bytes"].get<int64_t>() <= one_f_one_b["totals"]["per_device"]["total"].get<int64_t>());
+  CHECK(stages[fullest]["total_bytes"] == one_f_one_b["totals"]["per_device"]["total"]);
+  CHECK(one_f_one_b["totals"]["param_bytes_per_device"] == stages[fullest]["param_bytes"]);
+
+  auto text = inspect({"--config", path});
+  REQUIRE_MESSAGE(text.exit_code == 0, text.output);
+  CHECK(text.output.find("pipeline: blocks staged over mesh axis 'stage' (4 stages), 1f1b schedule") !=
+        std::string::npos);
+  CHECK(text.output.find("3/11 = 27.3%") != std::string::npos);
+  CHECK(text.output.find("h.3 + ln_f, head (wte tied)") != std::string::npos);
+}
+
+TEST_CASE("inspect: without a layers rule there is no pipeline") {
+  auto hybrid = inspect_json("hybrid-4x2.yaml");
+  CHECK_FALSE(hybrid.contains("pipeline"));
+  CHECK(hybrid["totals"]["per_device_stage"] == 0);
+  CHECK_FALSE(hybrid["params"][0].contains("stages"));
+  CHECK(hybrid["totals"]["per_device"]["microbatches_in_flight"] == 1);
+  auto text = inspect({"--config", source_path("configs/hybrid-4x2.yaml")});
+  CHECK(text.output.find("pipeline") == std::string::npos);
+}
+
+TEST_CASE("inspect: the activation estimate follows runtime.remat and sequence parallelism") {
+  // hybrid-2x4's model on [2, 4]; the same mesh with the residual stream split along the sequence.
+  const std::string config = source_path("configs/hybrid-2x4.yaml");
+  auto memory = [&](const std::vector<std::string>& extra) { return inspect_json_of(config, extra)["totals"]; };
+  const auto none = memory({"--set", "runtime.remat=none"});
+  const auto full = memory({"--set", "runtime.remat=full"});
+  const auto selective = memory({"--set", "runtime.remat=selective"});
+  auto activations = [](const nlohmann::json& totals) { return totals["per_device"]["activations"].get<int64_t>(); };
+  CHECK(none["per_device"]["remat"] == "none");
+  CHECK(full["per_device"]["remat"] == "full");
+  CHECK(selective["per_device"]["remat"] == "selective");
+  CHECK(full["single_device"]["remat"] == "full");  // the one-device column assumes the same policy
+  CHECK(activations(full) * 3 < activations(selective));
+  CHECK(activations(selective) < activations(none));
+  // Only the activations change.
+  CHECK(full["per_device"]["params"] == none["per_device"]["params"]);
+  CHECK(full["per_device"]["total"].get<int64_t>() - activations(full) ==
+        none["per_device"]["total"].get<int64_t>() - activations(none));
+  // The parts add up; full keeps one (B, T, C) stream per block.
+  const auto& parts = full["per_device"]["activation_parts_per_microbatch"];
+  CHECK(parts["stage_input"].get<int64_t>() + parts["blocks"].get<int64_t>() + parts["head"].get<int64_t>() ==
+        full["per_device"]["activations_per_microbatch"].get<int64_t>());
+  CHECK(parts["per_block"] == 8 * 64 * 128 * 4);  // 16 sequences over 2 data-parallel ranks, block 64, width 128
+
+  const std::string sp_rules =
+      "sharding_rules=[[batch, data], [seq, model], [vocab, model], [heads, model], [mlp, model], [embed, null], [kv, null]]";
+  const auto sp = memory({"--set", sp_rules});
+  CHECK(none["per_device"]["sequence_parallel"] == false);
+  CHECK(none["per_device"]["sequence_parallel_axes"] == nlohmann::json::array());
+  CHECK(sp["per_device"]["sequence_parallel"] == true);
+  CHECK(sp["per_device"]["sequence_parallel_axes"] == nlohmann::json{"model"});
+  CHECK(sp["per_device"]["sequence_parallel_degree"] == 4);
+  CHECK(sp["single_device"]["sequence_parallel"] == false);
+  CHECK(activations(sp) < activations(none));
+  const auto sp_full = memory({"--set", sp_rules, "--set", "runtime.remat=full"});
+  CHECK(sp_full["per_device"]["activation_parts_per_microbatch"]["per_block"] == 8 * 16 * 128 * 4);  // T/4 positions
+
+  auto text = inspect({"--config", config, "--set", sp_rules, "--set", "runtime.remat=full"});
+  REQUIRE_MESSAGE(text.exit_code == 0, text.output);
+  CHECK_MESSAGE(text.output.find("activations saved for backward (remat full; sequence parallel over model, T/4)") !=
+                    std::string::npos,
+                text.output);
 }

@@ -24,6 +24,14 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
+// The largest relative difference between two curves' step losses.
+double max_rel_diff(const Curve& a, const Curve& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.loss.size() && i < b.loss.size(); ++i)
+    worst = std::max(worst, std::abs(a.loss[i] / b.loss[i] - 1));
+  return worst;
+}
+
 }  // namespace
 
 TEST_CASE("training: every mesh matches the single-process loss curve") {
@@ -57,6 +65,78 @@ TEST_CASE("training: gradient buckets all-reduced during backward give the same 
     if (std::string(bucket_mb) == "0") CHECK(buckets == 1);
     else CHECK(buckets > 5);
     check_same_curve(read_metrics(run.dir.file(std::string("bucket-") + bucket_mb) + "/metrics.jsonl"), reference, 2e-4);
+  }
+}
+
+TEST_CASE("training: microbatches on one process equal the whole-batch step") {
+  // Gradient accumulation changes only the order of float sums: every step's loss (and the
+  // evaluations) stay within 1e-5, dropout masks included, while the graph held for backward
+  // shrinks to one microbatch's.
+  TinyRun run;
+  for (const std::string dropout : {"0.0", "0.1"}) {
+    CAPTURE(dropout);
+    const std::vector<std::string> with_dropout{"--set", "model.dropout=" + dropout};
+    Curve whole = train(run, run.dir.file("m1-" + dropout), with_dropout);
+    auto args = with_dropout;
+    args.insert(args.end(), {"--set", "train.microbatches=4"});
+    Curve split = train(run, run.dir.file("m4-" + dropout), args);
+    MESSAGE("dropout " << dropout << ": microbatches 4 vs 1, max relative loss difference " << max_rel_diff(split, whole));
+    check_same_curve(split, whole, 1e-5);
+    const double graph_whole = read_summary(run.dir.file("m1-" + dropout))["graph_bytes"].get<double>();
+    const double graph_split = read_summary(run.dir.file("m4-" + dropout))["graph_bytes"].get<double>();
+    MESSAGE("graph bytes held for backward: microbatches 1: " << graph_whole << ", 4: " << graph_split);
+    CHECK(graph_split < 0.5 * graph_whole);
+  }
+  // 8 sequences on one rank do not split into 3 microbatches: a usage error before any work.
+  auto r = run_train(run, run.dir.file("m3"), {"--set", "train.microbatches=3"});
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.output.find("data.batch_size = 8") != std::string::npos, r.output);
+  CHECK(r.output.find("train.microbatches = 3") != std::string::npos);
+}
+
+TEST_CASE("training: microbatches on DP x TP and FSDP meshes match the single process") {
+  // [2,2]: 4 rows per data-parallel rank in 4 microbatches; FSDP-4: 2 rows in 2. Dropout masks are
+  // drawn by global row, so they equal the single process's whole-batch masks. Each gradient
+  // bucket is all-reduced once per step, during the last microbatch's backward; the FSDP
+  // prefetcher sees M passes per step and must still change no number.
+  TinyRun run;
+  const TestMesh fsdp4{"fsdp-4", "[4]", "[fsdp]", test_mesh("fsdp-8").rules};
+  const int64_t steps = 12;
+  for (const std::string dropout : {"0.0", "0.1"}) {
+    CAPTURE(dropout);
+    const std::vector<std::string> with_dropout{"--set", "model.dropout=" + dropout};
+    Curve reference = train(run, run.dir.file("single-" + dropout), with_dropout);
+    struct Case { TestMesh mesh; std::string microbatches; std::vector<std::string> extra; };
+    const std::vector<Case> cases{
+        {{"hybrid-2x2", "[2,2]", "[data,model]", kTpRules}, "4", {"--set", "runtime.grad_bucket_mb=0.004"}},
+        {fsdp4, "2", {}},
+        {fsdp4, "2", {"--set", "runtime.fsdp_prefetch=false"}}};
+    std::vector<Curve> curves;
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const Case& c = cases[k];
+      CAPTURE(k);
+      auto args = mesh_args(c.mesh);
+      args.insert(args.end(), with_dropout.begin(), with_dropout.end());
+      args.insert(args.end(), {"--set", "train.microbatches=" + c.microbatches});
+      args.insert(args.end(), c.extra.begin(), c.extra.end());
+      const std::string out = run.dir.file("case" + std::to_string(k) + "-" + dropout);
+      curves.push_back(train(run, out, args));
+      MESSAGE("case " << k << ", " << c.mesh.name << " microbatches " << c.microbatches << ", dropout " << dropout
+                      << ": max relative loss difference to one process " << max_rel_diff(curves[k], reference));
+      check_same_curve(curves[k], reference, 2e-4);
+      const auto summary = read_summary(out);
+      const int64_t buckets = summary["gradient_buckets"].get<int64_t>();
+      MESSAGE(buckets << " gradient bucket(s), " << summary["gradient_all_reduces"] << " all-reduces, "
+                      << summary["gradient_all_reduces_during_backward"] << " of them during backward");
+      CHECK(buckets >= (k == 0 ? 5 : 1));
+      CHECK(summary["gradient_all_reduces"].get<int64_t>() == steps * buckets);
+      CHECK(summary["gradient_all_reduces_during_backward"].get<int64_t>() == steps * buckets);
+      if (k == 1)  // FSDP with prefetch: after the first pass, gathers are served ahead
+        CHECK(summary["fsdp_prefetched_uses"].get<int64_t>() >= summary["fsdp_weight_uses"].get<int64_t>() * 8 / 10);
+    }
+    // FSDP-4 with prefetch on and off: bit for bit.
+    for (size_t i = 0; i < curves[1].loss.size(); ++i) CHECK(curves[1].loss[i] == curves[2].loss[i]);
+    for (size_t i = 0; i < curves[1].val_loss.size(); ++i) CHECK(curves[1].val_loss[i] == curves[2].val_loss[i]);
   }
 }
 

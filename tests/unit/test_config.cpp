@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "inspect/memory_estimate.h"
+#include "parallel/layout.h"
 #include "test_support.h"
 #include "util/error.h"
 
@@ -96,6 +98,7 @@ void check_same(const Config& a, const Config& b) {
   CHECK(a.train.eval_batches == b.train.eval_batches);
   CHECK(a.train.log_every == b.train.log_every);
   CHECK(a.train.skip_nonfinite == b.train.skip_nonfinite);
+  CHECK(a.train.microbatches == b.train.microbatches);
   CHECK(a.checkpoint.dir == b.checkpoint.dir);
   CHECK(a.checkpoint.every == b.checkpoint.every);
   CHECK(a.checkpoint.keep == b.checkpoint.keep);
@@ -257,6 +260,8 @@ TEST_CASE("config: value range errors") {
       {"train", "min_lr: -1.0e-5", "train.min_lr: expected a non-negative number"},
       {"train", "beta1: 1.0", "train.beta1: expected a number in [0, 1)"},
       {"train", "beta2: -0.5", "train.beta2: expected a number in [0, 1)"},
+      {"train", "microbatches: 0", "train.microbatches: expected an integer >= 1, got \"0\""},
+      {"train", "microbatches: -2", "train.microbatches: expected an integer >= 1"},
       {"checkpoint", "every: -1", "checkpoint.every: expected a non-negative integer"},
       {"checkpoint", "keep: 0", "checkpoint.keep: expected an integer >= 1"},
       {"runtime", "backend: mpi", "runtime.backend: expected one of gloo, nccl, auto, got \"mpi\""},
@@ -287,6 +292,39 @@ TEST_CASE("config: n_embd must be divisible by n_head") {
   // n_embd left at its default: the error points at the model section.
   check_error("model:\n  n_head: 3\n", "t.yaml:2:3", "model.n_embd: 128 is not divisible");
   CHECK_NOTHROW(parse_config("model: {n_head: 6, n_embd: 384}\n", "t.yaml"));
+}
+
+TEST_CASE("config: train.microbatches must split every data-parallel rank's rows evenly") {
+  // kExample: batch 12 over the 4-way data axis, 3 rows per rank.
+  CHECK(parse_config(kExample, "t.yaml").train.microbatches == 1);
+  Config three = parse_config(kExample, "t.yaml", {"train.microbatches=3"});
+  CHECK(three.train.microbatches == 3);
+  CHECK_NOTHROW(spmd::plan_layout(three));
+  // Known once the layout gives the data-parallel degree: a UsageError naming both keys and sizes.
+  std::string message = error_of([] { spmd::plan_layout(parse_config(kExample, "t.yaml", {"train.microbatches=2"})); });
+  CAPTURE(message);
+  CHECK(contains(message, "data.batch_size = 12"));
+  CHECK(contains(message, "train.microbatches = 2"));
+  CHECK(contains(message, "a multiple of 4 (data-parallel degree) x 2 (microbatches)"));
+  // No data axis: the whole batch is the rank's.
+  const std::vector<std::string> one_rank{"mesh.shape=[1, 2]", "data.batch_size=6"};
+  auto with = [&](const std::string& m) {
+    auto o = one_rank;
+    o.push_back("train.microbatches=" + m);
+    return parse_config(kExample, "t.yaml", o);
+  };
+  CHECK_NOTHROW(spmd::plan_layout(with("6")));
+  CHECK(contains(error_of([&] { spmd::plan_layout(with("4")); }), "a multiple of 1 (data-parallel degree) x 4"));
+  // More microbatches than rows, up to int64's limit: an error, not an overflow.
+  CHECK(contains(error_of([&] { spmd::plan_layout(with("9223372036854775807")); }),
+                 "train.microbatches = 9223372036854775807"));
+
+  // spmd-inspect's activation estimate holds one microbatch (3 of 3 rows -> 1).
+  const auto layout = spmd::plan_layout(three);
+  CHECK(spmd::estimate_memory(layout, 12, 3).activations * 3 == spmd::estimate_memory(layout, 12, 1).activations);
+  CHECK(spmd::estimate_memory(layout, 12, 3).params == spmd::estimate_memory(layout, 12, 1).params);
+  CHECK(spmd::estimate_unsharded_memory(three.model, 12, 3).activations * 3 ==
+        spmd::estimate_unsharded_memory(three.model, 12, 1).activations);
 }
 
 TEST_CASE("config: mesh validation") {
@@ -443,7 +481,7 @@ TEST_CASE("config: --set overrides") {
 
 TEST_CASE("config: resolved_yaml re-parses to the same config") {
   Config c = parse_config(kExample, "t.yaml",
-                          {"model.dropout=0.1", "train.lr=3.0e-7", "runtime.timeout_s=12.5",
+                          {"model.dropout=0.1", "train.lr=3.0e-7", "runtime.timeout_s=12.5", "train.microbatches=3",
                            "data.val=null", "output.dir='null'",
                            "sharding_rules=[[batch,[data,model]],[embed,null],[mlp,model]]"});
   CAPTURE(c.resolved_yaml);

@@ -9,6 +9,8 @@
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/cpu/fused_attention.h"
 
+#include "reference_attention.h"
+
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
 #undef CHECK
 #include <doctest/doctest.h>
@@ -18,16 +20,7 @@ using namespace spmd::kernels::cpu;
 
 namespace {
 
-// The model's unfused attention: (B, T, 3, H, D) -> (B, T, H, D).
-at::Tensor reference_attention(const at::Tensor& qkv, const at::Tensor& mask) {
-  const int64_t T = qkv.size(1), D = qkv.size(4);
-  at::Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2), v = qkv.select(2, 2).transpose(1, 2);
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
-  at::Tensor causal = at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
-  at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
-  if (mask.defined()) probs = probs * mask;
-  return at::matmul(probs, v).transpose(1, 2);
-}
+using spmd::test::reference_attention;
 
 struct Case {
   int64_t B, T, H, D;

@@ -14,6 +14,8 @@
 #include "kernels/cpu/sum_of_squares.h"
 #include "kernels/kernels.h"
 
+#include "reference_attention.h"
+
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
 #undef CHECK
 #include <doctest/doctest.h>
@@ -22,16 +24,7 @@ using namespace spmd;
 
 namespace {
 
-// The model's explicit attention: (B, T, 3, H, D) -> (B, T, H, D).
-at::Tensor reference_attention(const at::Tensor& qkv, const at::Tensor& mask) {
-  const int64_t T = qkv.size(1), D = qkv.size(4);
-  at::Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2), v = qkv.select(2, 2).transpose(1, 2);
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
-  at::Tensor causal = at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
-  at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
-  if (mask.defined()) probs = probs * mask;
-  return at::matmul(probs, v).transpose(1, 2);
-}
+using spmd::test::reference_attention;
 
 // Values and qkv gradients of kernels::causal_attention against the reference.
 void check_attention(at::ScalarType dtype, bool with_mask, double rtol, double atol) {

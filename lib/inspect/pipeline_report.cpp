@@ -1,0 +1,122 @@
+// The pipeline section of spmd-inspect: per stage its blocks, ends of the stack, memory and
+// microbatches in flight; the schedule's ideal bubble. The arithmetic is pipeline_schedule.h's.
+#include "inspect/pipeline_report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "inspect/memory_estimate.h"
+#include "inspect/text_table.h"
+#include "mesh/render.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace spmd {
+
+namespace {
+bool has_stages(const ModelLayout& layout) { return layout.pipeline.stages() > 1; }
+
+int64_t layer_begin(const ModelLayout& layout, int64_t stage) {
+  return layout.pipeline.layer_begin[static_cast<size_t>(stage)];
+}
+
+std::string blocks_text(int64_t begin, int64_t end) {
+  if (end == begin) return "no blocks";
+  if (end - begin == 1) return fmt::format("h.{}", begin);
+  return fmt::format("h.{}-h.{}", begin, end - 1);
+}
+
+// "ln_f.weight" -> "ln_f"
+std::string module_of(const std::string& name) { return name.substr(0, name.find('.')); }
+
+void add_unique(std::vector<std::string>& v, const std::string& s) {
+  if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+// The parameters used before the stack (first stage) and after it (last stage); a parameter used
+// at both ends is the tied head.
+std::string stack_ends_text(const ModelLayout& layout, int64_t stage) {
+  std::vector<std::string> embeddings, after, tied;
+  const bool first = stage == 0, last = stage == layout.pipeline.stages() - 1;
+  for (const auto& p : layout.params) {
+    if (p.info.layer >= 0) continue;
+    if (first && p.info.before_stack) embeddings.push_back(p.info.name);
+    if (last && p.info.after_stack) {
+      if (p.info.before_stack) tied.push_back(p.info.name);
+      else add_unique(after, module_of(p.info.name));
+    }
+  }
+  if (!tied.empty()) after.push_back(fmt::format("head ({} tied)", fmt::join(tied, ", ")));
+  std::string out;
+  if (!embeddings.empty()) out += fmt::format(" + embeddings ({})", fmt::join(embeddings, ", "));
+  if (!after.empty()) out += fmt::format(" + {}", fmt::join(after, ", "));
+  return out;
+}
+
+std::vector<std::string> held_params(const ModelLayout& layout, int64_t stage) {
+  const int64_t rank = first_rank_of_stage(layout, stage);
+  std::vector<std::string> names;
+  for (const auto& p : layout.params)
+    if (p.sharding.holds(rank)) names.push_back(p.info.name);
+  return names;
+}
+
+std::string bubble_text(int64_t stages, int64_t microbatches) {
+  return fmt::format("bubble (p-1)/(M+p-1) = {}/{} = {:.1f}% of each step idle on every stage (ideal: equal "
+                     "stages, free sends)",
+                     stages - 1, microbatches + stages - 1, 100.0 * bubble_fraction(stages, microbatches));
+}
+}  // namespace
+
+std::string stage_contents(const ModelLayout& layout, int64_t stage) {
+  return blocks_text(layer_begin(layout, stage), layer_begin(layout, stage + 1)) + stack_ends_text(layout, stage);
+}
+
+std::string pipeline_text(const Config& config, const ModelLayout& layout) {
+  if (!has_stages(layout)) return "";
+  const int64_t stages = layout.pipeline.stages(), microbatches = config.train.microbatches;
+  std::string out = fmt::format("pipeline: blocks staged over mesh axis '{}' ({} stages), {} schedule, {} microbatches "
+                                "per step\n  {}\n",
+                                layout.pipeline.axis, stages, config.runtime.pipeline_schedule, microbatches,
+                                bubble_text(stages, microbatches));
+  std::vector<std::vector<std::string>> rows{
+      {"stage", "holds", "params+grads+AdamW", "activations = in flight x one microbatch", "total/device"}};
+  const auto estimates = estimate_stages(layout, config);
+  for (int64_t s = 0; s < stages; ++s) {
+    const MemoryEstimate& e = estimates[static_cast<size_t>(s)];
+    rows.push_back({std::to_string(s), stage_contents(layout, s), human_bytes(e.params + e.grads + e.optimizer),
+                    fmt::format("{} = {} x {}", human_bytes(e.activations), e.microbatches_in_flight,
+                                human_bytes(e.activations_per_microbatch)),
+                    human_bytes(e.total())});
+  }
+  return out + text_table(rows, "llrrr", "  ");
+}
+
+nlohmann::json pipeline_json(const Config& config, const ModelLayout& layout) {
+  if (!has_stages(layout)) return nullptr;
+  const int64_t stages = layout.pipeline.stages(), microbatches = config.train.microbatches;
+  const auto estimates = estimate_stages(layout, config);
+  nlohmann::json list = nlohmann::json::array();
+  for (int64_t s = 0; s < stages; ++s) {
+    const MemoryEstimate& e = estimates[static_cast<size_t>(s)];
+    list.push_back({{"stage", s},
+                    {"layers", {layer_begin(layout, s), layer_begin(layout, s + 1)}},
+                    {"holds", stage_contents(layout, s)},
+                    {"params", held_params(layout, s)},
+                    {"param_bytes", e.params},
+                    {"param_grad_optimizer_bytes", e.params + e.grads + e.optimizer},
+                    {"activation_bytes_per_microbatch", e.activations_per_microbatch},
+                    {"microbatches_in_flight", e.microbatches_in_flight},
+                    {"activation_bytes", e.activations},
+                    {"total_bytes", e.total()}});
+  }
+  return {{"axis", layout.pipeline.axis},
+          {"stages", stages},
+          {"schedule", config.runtime.pipeline_schedule},
+          {"microbatches", microbatches},
+          {"bubble_fraction", bubble_fraction(stages, microbatches)},
+          {"stage_list", list}};
+}
+
+}  // namespace spmd

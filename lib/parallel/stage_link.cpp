@@ -1,0 +1,85 @@
+// Point-to-point transfers between neighbouring pipeline stages.
+#include "parallel/stage_link.h"
+
+#include <chrono>
+
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+// Tags: activations and gradients of microbatch m travel in opposite directions between a pair of
+// stages; distinct tags keep them apart anyway.
+int activation_tag(int64_t microbatch) { return static_cast<int>(2 * microbatch); }
+int gradient_tag(int64_t microbatch) { return static_cast<int>(2 * microbatch + 1); }
+}  // namespace
+
+StageLink::StageLink(const ModelLayout& layout, Communicator& comm) : layout_(layout), device_(comm.device()) {
+  const auto& pipe = layout.pipeline;
+  const auto axes = pipe.axis.empty() ? std::vector<std::string>{} : std::vector<std::string>{pipe.axis};
+  comm.create_host_group(axes);
+  line_ = &comm.along(axes);
+  p2p_ = &comm.host_along(axes);
+  stage_ = layout.stage_of(comm.rank());
+  stages_ = pipe.stages();
+  layer_begin_ = pipe.layer_begin[static_cast<size_t>(stage_)];
+  layer_end_ = pipe.layer_begin[static_cast<size_t>(stage_ + 1)];
+}
+
+std::vector<int64_t> StageLink::activation_shape(int64_t rows, int64_t seq) const {
+  const auto& spec = layout_.activation_spec;
+  const auto& mesh = layout_.mesh;
+  return {rows, seq / mesh.axes_size(spec.axes_of(1)), layout_.model.n_embd / mesh.axes_size(spec.axes_of(2))};
+}
+
+void StageLink::send_activation(int64_t microbatch, const at::Tensor& x) {
+  SPMD_ASSERT(!is_last(), "the last stage sends no activations");
+  activation_sends_[microbatch] = p2p_->send_async(to_p2p(x), static_cast<int>(stage_ + 1), activation_tag(microbatch));
+}
+
+at::Tensor StageLink::receive_activation(int64_t microbatch, at::IntArrayRef shape, const at::TensorOptions& options) {
+  SPMD_ASSERT(!is_first(), "the first stage receives no activations");
+  return receive(static_cast<int>(stage_ - 1), activation_tag(microbatch), shape, options);
+}
+
+void StageLink::send_gradient(int64_t microbatch, const at::Tensor& grad) {
+  SPMD_ASSERT(!is_first(), "the first stage sends no gradients");
+  gradient_sends_.push_back(p2p_->send_async(to_p2p(grad), static_cast<int>(stage_ - 1), gradient_tag(microbatch)));
+}
+
+at::Tensor StageLink::receive_gradient(int64_t microbatch, at::IntArrayRef shape, const at::TensorOptions& options) {
+  SPMD_ASSERT(!is_last(), "the last stage receives no gradients");
+  at::Tensor grad = receive(static_cast<int>(stage_ + 1), gradient_tag(microbatch), shape, options);
+  if (auto sent = activation_sends_.find(microbatch); sent != activation_sends_.end()) {
+    sent->second.wait();
+    activation_sends_.erase(sent);
+  }
+  return grad;
+}
+
+at::Tensor StageLink::receive(int peer, int tag, at::IntArrayRef shape, const at::TensorOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  at::Tensor buffer = at::empty(shape, options.device(p2p_device()));
+  p2p_->receive(buffer, peer, tag);
+  receive_wait_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return buffer.to(device_);
+}
+
+c10::Device StageLink::p2p_device() const { return c10::Device(c10::kCPU); }  // Gloo's send/recv: host memory
+
+at::Tensor StageLink::to_p2p(const at::Tensor& t) const { return t.to(p2p_device()); }
+
+void StageLink::finish_sends() {
+  for (auto& [m, send] : activation_sends_) send.wait();
+  for (auto& send : gradient_sends_) send.wait();
+  activation_sends_.clear();
+  gradient_sends_.clear();
+}
+
+at::Tensor StageLink::from_last_stage(const at::Tensor& value) const {
+  at::Tensor v = (is_last() ? value : at::zeros_like(value)).reshape({1}).clone();
+  line_->all_reduce_sum(v);
+  return v.reshape({});
+}
+
+}  // namespace spmd

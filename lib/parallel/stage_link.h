@@ -1,0 +1,68 @@
+// A pipeline stage's view of its neighbours: which blocks it runs, and the point-to-point
+// transfers of activations (forward, to the next stage) and their gradients (backward, to the
+// previous one) along the stage axis's line of ranks. Without stages it is the only stage and
+// moves nothing.
+//
+// The transfers go over Gloo, through host memory (a copy each way on a GPU). Under NCCL they use
+// the line's Gloo twin: a NCCL send and receive between two ranks queue on one stream and must
+// pair up in the same order on both sides, which 1F1B's order does not give without batching.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "comm/communicator.h"
+#include "parallel/layout.h"
+
+namespace spmd {
+
+class StageLink {
+ public:
+  // Creates the stage line's host group (every rank, in the same order).
+  StageLink(const ModelLayout& layout, Communicator& comm);
+
+  int64_t stage() const { return stage_; }
+  int64_t stages() const { return stages_; }
+  bool is_first() const { return stage_ == 0; }
+  bool is_last() const { return stage_ + 1 == stages_; }
+  int64_t layer_begin() const { return layer_begin_; }  // this stage's blocks: [begin, end)
+  int64_t layer_end() const { return layer_end_; }
+
+  // The local shape of the residual stream between blocks for `rows` local batch rows of
+  // `seq` positions: what crosses between stages.
+  std::vector<int64_t> activation_shape(int64_t rows, int64_t seq) const;
+
+  // Sends start and return at once (finish_sends waits for them); receives block, each bounded
+  // by the runtime timeout. Messages match by microbatch. Receiving microbatch m's gradient
+  // releases its activation's send buffer (the next stage had it before it could answer).
+  void send_activation(int64_t microbatch, const at::Tensor& x);
+  at::Tensor receive_activation(int64_t microbatch, at::IntArrayRef shape, const at::TensorOptions& options);
+  void send_gradient(int64_t microbatch, const at::Tensor& grad);
+  at::Tensor receive_gradient(int64_t microbatch, at::IntArrayRef shape, const at::TensorOptions& options);
+  void finish_sends();
+
+  // A 0-dim value known on the last stage (zero elsewhere), summed over the stage line so that
+  // every stage has it.
+  at::Tensor from_last_stage(const at::Tensor& value) const;
+
+  // Milliseconds spent blocked in receives since construction: the bubble as this stage sees it.
+  double receive_wait_ms() const { return receive_wait_ms_; }
+
+ private:
+  at::Tensor receive(int peer, int tag, at::IntArrayRef shape, const at::TensorOptions& options);
+  c10::Device p2p_device() const;  // where transferred tensors live (host memory for Gloo)
+  at::Tensor to_p2p(const at::Tensor& t) const;
+
+  const ModelLayout& layout_;
+  const Group* line_;  // the ranks along the stage axis with this rank's other coordinates
+  const Group* p2p_;   // the same ranks over Gloo (line_ itself when the backend is Gloo)
+  c10::Device device_;
+  int64_t stage_ = 0, stages_ = 1, layer_begin_ = 0, layer_end_ = 0;
+  std::map<int64_t, PendingCollective> activation_sends_;  // by microbatch
+  std::vector<PendingCollective> gradient_sends_;
+  double receive_wait_ms_ = 0;
+};
+
+}  // namespace spmd

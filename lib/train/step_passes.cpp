@@ -1,0 +1,139 @@
+// Microbatch passes through a pipeline stage: receive, compute this stage's blocks, send.
+#include "train/step_passes.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include <ATen/core/grad_mode.h>
+
+#include "parallel/parallel_ops.h"
+#include "parallel/pipeline_schedule.h"
+#include "util/caching_cpu_allocator.h"
+#include "util/test_hooks.h"
+
+namespace spmd {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+// A microbatch between its forward and its backward on this stage.
+struct InFlight {
+  std::unique_ptr<ParallelOps> ops;  // its graph's FSDP and dropout context
+  at::Tensor input;                  // the received activation (a leaf), except on the first stage
+  at::Tensor output;                 // the loss on the last stage, else the activation sent on
+  int64_t graph_bytes = 0;
+};
+
+class StepPasses {
+ public:
+  StepPasses(TrainState& s, const at::Tensor& inputs, const at::Tensor& targets, StepResult& result)
+      : s_(s), link_(*s.stage_link), inputs_(inputs), targets_(targets), result_(result),
+        microbatches_(s.config.train.microbatches), rows_(inputs.size(0) / microbatches_),
+        live_(static_cast<size_t>(microbatches_)) {}
+
+  at::Tensor run() {
+    loss_sum_ = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(inputs_.device()));
+    s_.grad_sync->begin(microbatches_);
+    for (const auto& pass : stage_passes(s_.config.runtime.pipeline_schedule, link_.stage(), link_.stages(),
+                                         microbatches_)) {
+      if (pass.kind == PipelinePass::kForward) forward(pass.microbatch);
+      else backward(pass.microbatch);
+    }
+    link_.finish_sends();
+    return link_.from_last_stage(loss_sum_);
+  }
+
+ private:
+  void forward(int64_t m) {
+    const auto start = Clock::now();
+    const int64_t live_before = caching_cpu_allocator_stats().live_bytes;
+    InFlight& f = live_[static_cast<size_t>(m)];
+    f.ops = std::make_unique<ParallelOps>(*s_.model, static_cast<uint64_t>(s_.config.train.seed), s_.step,
+                                          Microbatch{m, microbatches_}, parse_remat(s_.config.runtime.remat));
+    const Gpt2& gpt = *s_.gpt;
+    at::Tensor x;
+    if (link_.is_first()) {
+      x = gpt.embed(inputs_.narrow(0, m * rows_, rows_), *f.ops, true);
+    } else {
+      f.input = link_.receive_activation(m, link_.activation_shape(rows_, inputs_.size(1)),
+                                         at::TensorOptions().dtype(at::kFloat).device(inputs_.device()));
+      f.input.requires_grad_(true);
+      x = f.input;
+    }
+    x = gpt.blocks(x, link_.layer_begin(), link_.layer_end(), *f.ops, true);
+    if (link_.is_last()) {
+      f.output = gpt.head_loss(x, targets_.narrow(0, m * rows_, rows_), *f.ops);
+      if (test_hooks().nan_loss_at_step == s_.step) f.output = f.output * NAN;
+      loss_sum_ += f.output.detach().to(at::kDouble);
+    } else {
+      f.output = x;
+      link_.send_activation(m, x.detach().to(at::kFloat));
+    }
+    note_graph(f, live_before);
+    result_.timings.forward_ms += ms_since(start);
+  }
+
+  void backward(int64_t m) {
+    const auto start = Clock::now();
+    InFlight& f = live_[static_cast<size_t>(m)];
+    if (++backwards_done_ == microbatches_) s_.grad_sync->arm();  // the last backward communicates
+    if (link_.is_last()) {
+      f.output.backward();
+    } else {
+      at::Tensor grad = link_.receive_gradient(m, f.output.sizes(), f.output.options());
+      f.output.backward(grad);
+    }
+    if (!link_.is_first()) link_.send_gradient(m, f.input.grad());
+    in_flight_bytes_ -= f.graph_bytes;
+    f = InFlight{};  // its graph goes
+    result_.timings.backward_ms += ms_since(start);
+  }
+
+  // Bytes a forward's graph holds (as the caching CPU allocator counts them; -1 without it), and
+  // the most held by the graphs in flight at once.
+  void note_graph(InFlight& f, int64_t live_before) {
+    const auto stats = caching_cpu_allocator_stats();
+    if (!stats.installed || !inputs_.device().is_cpu()) return;
+    f.graph_bytes = stats.live_bytes - live_before;
+    in_flight_bytes_ += f.graph_bytes;
+    result_.graph_bytes = std::max(result_.graph_bytes, in_flight_bytes_);
+  }
+
+  TrainState& s_;
+  StageLink& link_;
+  const at::Tensor& inputs_;
+  const at::Tensor& targets_;
+  StepResult& result_;
+  const int64_t microbatches_, rows_;
+  std::vector<InFlight> live_;
+  at::Tensor loss_sum_;
+  int64_t backwards_done_ = 0;
+  int64_t in_flight_bytes_ = 0;
+};
+}  // namespace
+
+at::Tensor run_step_passes(TrainState& state, const at::Tensor& inputs, const at::Tensor& targets, StepResult& result) {
+  return StepPasses(state, inputs, targets, result).run();
+}
+
+at::Tensor evaluate_passes(TrainState& s, const at::Tensor& inputs, const at::Tensor& targets) {
+  at::NoGradGuard no_grad;
+  StageLink& link = *s.stage_link;
+  ParallelOps ops(*s.model, static_cast<uint64_t>(s.config.train.seed), -1);
+  at::Tensor x = link.is_first()
+                     ? s.gpt->embed(inputs, ops, false)
+                     : link.receive_activation(0, link.activation_shape(inputs.size(0), inputs.size(1)),
+                                               at::TensorOptions().dtype(at::kFloat).device(inputs.device()));
+  x = s.gpt->blocks(x, link.layer_begin(), link.layer_end(), ops, false);
+  at::Tensor loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(inputs.device()));
+  if (link.is_last()) loss = s.gpt->head_loss(x, targets, ops).to(at::kDouble);
+  else link.send_activation(0, x.to(at::kFloat));
+  link.finish_sends();
+  return link.from_last_stage(loss);
+}
+
+}  // namespace spmd

@@ -1,0 +1,97 @@
+// spmd-inspect's activation estimate against what spmd-train measures: for one process (remat
+// none, full, selective; dropout), a [2,2] data x tensor-parallel mesh (fp32 and bf16 matmuls),
+// [1,4] sequence parallelism and FSDP-4, the per-device "activations saved for backward" of
+// `spmd-inspect --json` is within 25% of summary.json's graph_bytes (the bytes the autograd graph
+// holds between forward and backward, counted by the caching CPU allocator, max over ranks: the
+// ranks of these meshes hold alike, so the max is any device's).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+
+#include "training_fixture.h"
+
+using namespace spmd::test;
+
+namespace {
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+// The tiny model made wider and longer so activations dominate (block 64, width 64, 4 heads); two
+// steps (the last is measured, with the FSDP prefetch order recorded), no evaluation.
+const std::vector<std::string> kModel{"--set", "model.block_size=64", "--set", "model.n_embd=64",
+                                      "--set", "model.n_head=4",      "--set", "train.steps=2",
+                                      "--set", "train.decay_steps=2", "--set", "train.warmup_steps=1",
+                                      "--set", "train.eval_every=0"};
+
+const std::string kSequenceParallelRules =
+    "[[batch, data], [seq, model], [vocab, model], [heads, model], [mlp, model], [embed, null], [kv, null]]";
+
+nlohmann::json inspect_json(const TinyRun& run, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{binary_path("spmd-inspect"), "--config", run.config, "--json"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const auto r = run_process(argv, {}, 60);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  return nlohmann::json::parse(r.output);
+}
+
+// Trains `name` with `args`, asks spmd-inspect about the same config, compares; returns the memory
+// section of the estimate.
+nlohmann::json check_estimate(const TinyRun& run, const std::string& name, const std::vector<std::string>& args) {
+  CAPTURE(name);
+  const auto all = with(kModel, args);
+  const std::string out = run.dir.file(name);
+  const auto r = run_train(run, out, all);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const double measured = read_summary(out)["graph_bytes"].get<double>();
+  const nlohmann::json memory = inspect_json(run, all)["totals"]["per_device"];
+  const double estimate = memory["activations"].get<double>();
+  MESSAGE(name << ": activations held for backward per device, estimate " << estimate << " bytes, measured "
+               << measured << " (ratio " << estimate / measured << ")");
+  REQUIRE(measured > 0);
+  CHECK(std::abs(estimate - measured) <= 0.25 * measured);
+  return memory;
+}
+}  // namespace
+
+TEST_CASE("memory estimate: one process with remat none, full and selective, and dropout") {
+  TinyRun run;
+  std::map<std::string, double> bytes;
+  for (const std::string remat : {"none", "full", "selective"}) {
+    const auto memory = check_estimate(run, "single-" + remat, {"--set", "runtime.remat=" + remat});
+    CHECK(memory["remat"] == remat);
+    CHECK(memory["sequence_parallel"] == false);
+    bytes[remat] = memory["activations"].get<double>();
+  }
+  CHECK(bytes["full"] * 3 < bytes["selective"]);
+  CHECK(bytes["selective"] < bytes["none"]);
+  // Dropout keeps its masks; selective recomputation keeps the attention mask with the recomputed core.
+  check_estimate(run, "single-none-dropout", {"--set", "model.dropout=0.1"});
+  check_estimate(run, "single-selective-dropout", {"--set", "model.dropout=0.1", "--set", "runtime.remat=selective"});
+}
+
+TEST_CASE("memory estimate: [2,2] data x tensor parallel, fp32 and bf16 matmuls") {
+  TinyRun run;
+  const auto mesh = with(mesh_args(test_mesh("hybrid-4x2")), {"--set", "mesh.shape=[2,2]"});
+  check_estimate(run, "dp-tp-2x2", mesh);
+  check_estimate(run, "dp-tp-2x2-bf16", with(mesh, {"--set", "model.matmul_dtype=bfloat16"}));
+}
+
+TEST_CASE("memory estimate: [1,4] with [seq, model] sequence parallelism, remat none and full") {
+  TinyRun run;
+  const std::vector<std::string> mesh{"--set", "mesh.shape=[1,4]", "--set", "mesh.axes=[data,model]", "--set",
+                                      "sharding_rules=" + kSequenceParallelRules};
+  const auto none = check_estimate(run, "sp-1x4", mesh);
+  CHECK(none["sequence_parallel"] == true);
+  CHECK(none["sequence_parallel_axes"] == nlohmann::json{"model"});
+  CHECK(none["sequence_parallel_degree"] == 4);
+  const auto full = check_estimate(run, "sp-1x4-full", with(mesh, {"--set", "runtime.remat=full"}));
+  CHECK(full["activations"].get<double>() * 3 < none["activations"].get<double>());
+}
+
+TEST_CASE("memory estimate: FSDP-4") {
+  TinyRun run;
+  check_estimate(run, "fsdp-4", with(mesh_args(test_mesh("fsdp-8")), {"--set", "mesh.shape=[4]"}));
+}
