@@ -129,9 +129,9 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   const int64_t operand = operand_bytes(m.matmul_dtype);
   auto keep = [&](const std::string& weight, int64_t& in_bytes, int64_t& copies) {
     const ParamLayout& p = layout.param(weight);
-    const bool bf16_copy = !gathered(layout, p) && operand != kFloatBytes;
-    in_bytes = gathered(layout, p) ? kFloatBytes : operand;
-    if (bf16_copy) copies += p.sharding.shard_numel() * operand;
+    const bool fsdp = gathered(layout, p);
+    in_bytes = fsdp ? kFloatBytes : operand;
+    if (!fsdp && operand != kFloatBytes) copies += p.sharding.shard_numel() * operand;
   };
   for (auto [name, in] : {std::pair<const char*, int64_t*>{"h.0.attn.c_attn.weight", &d.attn_in},
                           {"h.0.attn.c_proj.weight", &d.attn_proj_in},
