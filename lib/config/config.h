@@ -78,7 +78,7 @@ struct RuntimeConfig {
   std::string pipeline_schedule = "1f1b";  // 1f1b | gpipe
   std::vector<int64_t> pipeline_layers;
   // Activation recomputation: none | full (keep each block's input, recompute the block in
-  // backward) | selective (recompute attention and the GELU, keep the matmul outputs).
+  // backward) | selective (recompute the attention core, keep the matmul outputs).
   std::string remat = "none";
 };
 

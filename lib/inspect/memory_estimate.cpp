@@ -18,8 +18,8 @@
 //   head         ln_f's output as the LM head's input, the softmax (B*T, V') fp32, the target
 //                index (int64) and its owner flag (bool) per token
 // runtime.remat full keeps only each block's input (its output is the next block's input);
-// selective drops the probabilities (qkv is kept as the recomputation's input, and the GELU's
-// input replaces its derivative), but the attention dropout mask stays with the recomputation.
+// selective drops the probabilities (qkv is kept as the recomputation's input), but the
+// attention dropout mask stays with the recomputation; the GELU is not recomputed.
 #include "inspect/memory_estimate.h"
 
 #include <algorithm>

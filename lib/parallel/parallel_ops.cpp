@@ -161,10 +161,9 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
 }
 
 at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) {
-  const at::Tensor b = bias.empty() ? at::Tensor() : param(bias);
-  // Selective recomputation: the activation's output is not kept beside its input.
-  if (remat_ == Remat::kSelective) return recomputed(h, [b](const at::Tensor& in) { return kernels::bias_gelu(in, b); });
-  return kernels::bias_gelu(h, b);
+  // Not recomputed under selective remat: the fused kernel keeps one tensor (its derivative) the
+  // size of its input, which recomputation would have to keep instead.
+  return kernels::bias_gelu(h, bias.empty() ? at::Tensor() : param(bias));
 }
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
