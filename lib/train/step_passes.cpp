@@ -20,6 +20,24 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
 
+// This stage's share of a forward up to the end of its blocks: the embeddings of `ids` on the
+// first stage, else the activation received from the previous stage (for microbatch `m`; in
+// `received`, a leaf that collects its gradient when training), then the stage's blocks.
+at::Tensor stage_forward(TrainState& s, ModelOps& ops, const at::Tensor& ids, int64_t m, bool training,
+                         at::Tensor& received) {
+  StageLink& link = *s.stage_link;
+  at::Tensor x;
+  if (link.is_first()) {
+    x = s.gpt->embed(ids, ops, training);
+  } else {
+    received = link.receive_activation(m, link.activation_shape(ids.size(0), ids.size(1)),
+                                       at::TensorOptions().dtype(at::kFloat).device(ids.device()));
+    if (training) received.requires_grad_(true);
+    x = received;
+  }
+  return s.gpt->blocks(x, link.layer_begin(), link.layer_end(), ops, training);
+}
+
 // A microbatch between its forward and its backward on this stage.
 struct InFlight {
   std::unique_ptr<ParallelOps> ops;  // its graph's FSDP and dropout context
@@ -54,19 +72,9 @@ class StepPasses {
     InFlight& f = live_[static_cast<size_t>(m)];
     f.ops = std::make_unique<ParallelOps>(*s_.model, static_cast<uint64_t>(s_.config.train.seed), s_.step,
                                           Microbatch{m, microbatches_}, parse_remat(s_.config.runtime.remat));
-    const Gpt2& gpt = *s_.gpt;
-    at::Tensor x;
-    if (link_.is_first()) {
-      x = gpt.embed(inputs_.narrow(0, m * rows_, rows_), *f.ops, true);
-    } else {
-      f.input = link_.receive_activation(m, link_.activation_shape(rows_, inputs_.size(1)),
-                                         at::TensorOptions().dtype(at::kFloat).device(inputs_.device()));
-      f.input.requires_grad_(true);
-      x = f.input;
-    }
-    x = gpt.blocks(x, link_.layer_begin(), link_.layer_end(), *f.ops, true);
+    const at::Tensor x = stage_forward(s_, *f.ops, inputs_.narrow(0, m * rows_, rows_), m, true, f.input);
     if (link_.is_last()) {
-      f.output = gpt.head_loss(x, targets_.narrow(0, m * rows_, rows_), *f.ops);
+      f.output = s_.gpt->head_loss(x, targets_.narrow(0, m * rows_, rows_), *f.ops);
       if (test_hooks().nan_loss_at_step == s_.step) f.output = f.output * NAN;
       loss_sum_ += f.output.detach().to(at::kDouble);
     } else {
@@ -124,11 +132,8 @@ at::Tensor evaluate_passes(TrainState& s, const at::Tensor& inputs, const at::Te
   at::NoGradGuard no_grad;
   StageLink& link = *s.stage_link;
   ParallelOps ops(*s.model, static_cast<uint64_t>(s.config.train.seed), -1);
-  at::Tensor x = link.is_first()
-                     ? s.gpt->embed(inputs, ops, false)
-                     : link.receive_activation(0, link.activation_shape(inputs.size(0), inputs.size(1)),
-                                               at::TensorOptions().dtype(at::kFloat).device(inputs.device()));
-  x = s.gpt->blocks(x, link.layer_begin(), link.layer_end(), ops, false);
+  at::Tensor received;
+  const at::Tensor x = stage_forward(s, ops, inputs, 0, false, received);
   at::Tensor loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(inputs.device()));
   if (link.is_last()) loss = s.gpt->head_loss(x, targets, ops).to(at::kDouble);
   else link.send_activation(0, x.to(at::kFloat));

@@ -1,7 +1,6 @@
 // Building a rank's training state, and one training step.
 #include "train/train_state.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -12,7 +11,6 @@
 #include "parallel/grad_sync.h"
 #include "parallel/layout.h"
 #include "train/step_passes.h"
-#include "util/caching_cpu_allocator.h"
 #include "util/error.h"
 
 namespace spmd {
