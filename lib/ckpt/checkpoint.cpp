@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/safetensors.h"
+#include "data/dataset_tokenizer.h"
 #include "inspect/report.h"
 #include "util/durable_file.h"
 #include "util/error.h"
@@ -150,6 +152,9 @@ std::string save_checkpoint(CheckpointState& s) {
                          {"config", s.config.resolved_yaml},
                          {"arrays", arrays}};
     for (int64_t r = 0; r < layout.mesh.size(); ++r) fs::remove(tmp_dir + fmt::format("/manifest_{:05d}.json", r));
+    // The tokenizer goes along, so `spmd-train sample` decodes without the dataset.
+    const std::string meta = dataset_meta_path(s.config.data.train);
+    if (!meta.empty()) copy_tokenizer(meta, tmp_dir + "/tokenizer");
     write_file_durably(tmp_dir + "/index.json", index.dump(1));
     fsync_directory(tmp_dir);
     if (test_hooks().crash_in_save_at_step == s.step) _exit(1);  // tests: die as a crash would, before the commit
@@ -198,7 +203,8 @@ std::string resolve_resume_path(const Config& config, const std::string& request
 }
 
 namespace {
-void restore_on_this_rank(CheckpointState& s, const std::string& path) {
+// The index of checkpoint `path`, checked to be ours and to describe the network `model`.
+nlohmann::json read_checked_index(const std::string& path, const ModelConfig& model) {
   const std::string index_path = path + "/index.json";
   nlohmann::json index = read_json_file(index_path);
   try {
@@ -206,13 +212,26 @@ void restore_on_this_rank(CheckpointState& s, const std::string& path) {
     SPMD_CHECK(index.at("version").get<int>() == kFormatVersion, "{}: format version {} is not supported (expected {})",
                index_path, index.at("version").dump(), kFormatVersion);
     // The model must be the same network; the mesh and rules may differ.
-    nlohmann::json want = model_json(s.config.model);
+    nlohmann::json want = model_json(model);
     for (auto it = want.begin(); it != want.end(); ++it)
       SPMD_CHECK(index.at("model").at(it.key()) == it.value(),
                  "{}: checkpoint has model.{} = {} but the config says {}; the model shape must match", index_path,
                  it.key(), index.at("model").at(it.key()).dump(), it.value().dump());
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: malformed checkpoint index: {}", index_path, e.what()));
+  }
+  return index;
+}
 
-    const auto& layout = s.model.layout();
+// The local tensor an array (kind, parameter index) is read into.
+using ArrayTarget = std::function<at::Tensor&(const std::string& kind, size_t param)>;
+
+// Reads, for every parameter this rank holds and every kind, the parts of the saved blocks that
+// overlap this rank's shard.
+void read_arrays(const std::string& path, const nlohmann::json& index, const ModelLayout& layout, int rank,
+                 const std::vector<std::string>& kinds, const ArrayTarget& local_array) {
+  const std::string index_path = path + "/index.json";
+  try {
     std::map<std::string, const nlohmann::json*> arrays;
     for (const auto& a : index.at("arrays")) arrays[a.at("name").get<std::string>()] = &a;
     std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
@@ -229,10 +248,10 @@ void restore_on_this_rank(CheckpointState& s, const std::string& path) {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < layout.params.size(); ++i) {
       const auto& p = layout.params[i];
-      if (!p.sharding.holds(s.comm.rank())) continue;  // another pipeline stage reads it
-      const auto target_offset = p.sharding.shard_offset(s.comm.rank());
+      if (!p.sharding.holds(rank)) continue;  // another pipeline stage reads it
+      const auto target_offset = p.sharding.shard_offset(rank);
       const auto target_shape = p.sharding.shard_shape();
-      for (const char* kind : kArrayKinds) {
+      for (const std::string& kind : kinds) {
         const std::string name = std::string(kind) + "/" + p.info.name;
         SPMD_CHECK(arrays.count(name), "{}: has no array '{}'", index_path, name);
         const auto& entry = *arrays[name];
@@ -245,7 +264,7 @@ void restore_on_this_rank(CheckpointState& s, const std::string& path) {
                      nlohmann::json(p.info.shape).dump());
         // Padding (the vocab's) may differ between meshes: padding rows are zero, so start from zeros and
         // copy every saved element that falls inside this rank's shard.
-        at::Tensor& target = local_array(s, kind, i);
+        at::Tensor& target = local_array(kind, i);
         target.zero_();
         for (const auto& block : entry.at("blocks")) {
           auto offset = block.at("offset").get<std::vector<int64_t>>();
@@ -280,34 +299,65 @@ void restore_on_this_rank(CheckpointState& s, const std::string& path) {
         }
       }
     }
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: malformed checkpoint index: {}", index_path, e.what()));
+  }
+}
+
+void restore_on_this_rank(CheckpointState& s, const std::string& path) {
+  const nlohmann::json index = read_checked_index(path, s.config.model);
+  read_arrays(path, index, s.model.layout(), s.comm.rank(), {std::begin(kArrayKinds), std::end(kArrayKinds)},
+              [&](const std::string& kind, size_t i) -> at::Tensor& { return local_array(s, kind, i); });
+  try {
     s.optimizer.set_steps_taken(index.at("optimizer").at("steps_taken").get<int64_t>());
     LoaderState loader_state;
     from_json(index.at("data_iterator"), loader_state);
     s.loader.restore(loader_state);
     s.step = index.at("step").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("{}: malformed checkpoint index: {}", index_path, e.what()));
+    throw UsageError(fmt::format("{}/index.json: malformed checkpoint index: {}", path, e.what()));
   }
 }
-}  // namespace
 
-void restore_checkpoint(CheckpointState& s, const std::string& path) {
-  // A rank may be the only one to read a bad block: every rank learns every rank's error (a
-  // fixed-size all-gather) and all stop with the first one, so rank 0 can report it.
+// A rank may be the only one to read a bad block: every rank learns every rank's error (a
+// fixed-size all-gather) and all stop with the first one, so rank 0 can report it.
+void on_every_rank_or_none(Communicator& comm, const std::function<void()>& restore) {
   constexpr int64_t kMessageBytes = 1024;
   std::string error;
   try {
-    restore_on_this_rank(s, path);
+    restore();
   } catch (const UsageError& e) {
     error = e.what();
   }
   at::Tensor mine = at::zeros({1, kMessageBytes}, at::kByte);
   std::memcpy(mine.data_ptr(), error.data(), std::min<size_t>(error.size(), kMessageBytes - 1));
-  at::Tensor all = s.comm.control().all_gather(mine, 0);  // (world, kMessageBytes)
+  at::Tensor all = comm.control().all_gather(mine, 0);  // (world, kMessageBytes)
   for (int64_t r = 0; r < all.size(0); ++r) {
     const char* text = reinterpret_cast<const char*>(all[r].data_ptr());
     if (text[0] != '\0') throw UsageError(std::string(text, strnlen(text, kMessageBytes)));
   }
+}
+}  // namespace
+
+void restore_checkpoint(CheckpointState& s, const std::string& path) {
+  on_every_rank_or_none(s.comm, [&] { restore_on_this_rank(s, path); });
+}
+
+void restore_parameters(ShardedModel& model, const std::string& path) {
+  on_every_rank_or_none(model.comm(), [&] {
+    const nlohmann::json index = read_checked_index(path, model.layout().model);
+    at::NoGradGuard no_grad;
+    read_arrays(path, index, model.layout(), model.comm().rank(), {"param"},
+                [&](const std::string&, size_t i) -> at::Tensor& { return model.params()[i]; });
+  });
+}
+
+std::string checkpoint_config_yaml(const std::string& path) {
+  const std::string index_path = path + "/index.json";
+  SPMD_CHECK(fs::exists(index_path), "{}: not a complete checkpoint (no index.json there)", path);
+  const nlohmann::json index = read_json_file(index_path);
+  SPMD_CHECK(index.contains("config") && index["config"].is_string(), "{}: has no config", index_path);
+  return index["config"].get<std::string>();
 }
 
 }  // namespace spmd

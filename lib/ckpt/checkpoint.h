@@ -37,6 +37,13 @@ std::optional<std::string> find_latest_checkpoint(const std::string& dir);
 // or incompatible; nothing is modified on disk.
 void restore_checkpoint(CheckpointState& state, const std::string& path);
 
+// Collective: loads only the parameters of checkpoint `path` into `model` (any mesh), for
+// sampling. UsageError as restore_checkpoint.
+void restore_parameters(ShardedModel& model, const std::string& path);
+
+// The effective config (YAML) a checkpoint was written with. UsageError when `path` is not one.
+std::string checkpoint_config_yaml(const std::string& path);
+
 // Resolves --resume: "" or "latest" -> newest complete checkpoint in checkpoint.dir (error if
 // none), otherwise the given directory.
 std::string resolve_resume_path(const Config& config, const std::string& requested);

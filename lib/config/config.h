@@ -54,6 +54,7 @@ struct TrainConfig {
   // gradients sum into one update equal to the whole batch's. data.batch_size must divide by the
   // data-parallel degree x microbatches.
   int64_t microbatches = 1;
+  int64_t sample_every = 0;    // print a short generated text every N steps (llm.c's); 0: never
 };
 
 struct CheckpointConfig {

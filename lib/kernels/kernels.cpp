@@ -95,6 +95,16 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
   return explicit_causal_attention(qkv, dropout_mask);
 }
 
+at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t T = q.size(1), S = k.size(1), D = q.size(3);
+  SPMD_ASSERT(S >= T && k.sizes() == v.sizes(), "attention_over_prefix: q {} k {} v {}", q.sizes().vec(),
+              k.sizes().vec(), v.sizes().vec());
+  const at::Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);  // (B, H, ., D)
+  at::Tensor scores = at::matmul(qh, kh.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, S)
+  at::Tensor hidden = at::ones({T, S}, q.options().dtype(at::kBool)).triu(S - T + 1);  // key j > S - T + i
+  return at::matmul(at::softmax(scores.masked_fill(hidden, -INFINITY), -1), vh).transpose(1, 2);
+}
+
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
   if (cpu::fused_gelu_supports(h, bias)) return cpu::fused_bias_gelu(h, bias);
   return at::gelu(bias.defined() ? h + bias : h, "tanh");

@@ -40,6 +40,10 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
 // on every device.
 at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor());
 
+// Decoding: queries q (B, T, H, D) at the last T of the S positions whose keys and values k, v
+// (B, S, H, D) hold; query i sees keys 0 .. S - T + i. No dropout. (B, T, H, D).
+at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
 // GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1).
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor());
 

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "util/error.h"
+
 namespace spmd {
 
 namespace {
@@ -14,14 +16,27 @@ at::Tensor Gpt2::layer_norm(const at::Tensor& x, const std::string& prefix, Mode
   return ops.layer_norm(x, prefix + ".weight", config_.bias ? prefix + ".bias" : "", 1e-5);
 }
 
-at::Tensor Gpt2::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training) const {
+at::Tensor Gpt2::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache) const {
   const std::string p = fmt::format("h.{}.attn", layer);
   at::Tensor qkv = ops.dense(x, p + ".c_attn.weight", config_.bias ? p + ".c_attn.bias" : "", 1);  // (B, T, 3, H, D)
   const bool drop = training && config_.dropout > 0;
-  at::Tensor y = ops.causal_attention(qkv, drop ? p + ".attn_dropout" : "");  // (B, T, H, D)
+  at::Tensor y = cache ? cached_attention(qkv, layer, ops, *cache)
+                       : ops.causal_attention(qkv, drop ? p + ".attn_dropout" : "");  // (B, T, H, D)
   y = ops.dense(y, p + ".c_proj.weight", config_.bias ? p + ".c_proj.bias" : "", 2);  // (B, T, C)
   if (drop) y = ops.dropout(y, p + ".resid_dropout", kResidual);
   return y;
+}
+
+at::Tensor Gpt2::cached_attention(const at::Tensor& qkv, int64_t layer, ModelOps& ops, KvCache& cache) const {
+  const size_t l = static_cast<size_t>(layer);
+  if (cache.keys.size() <= l) {
+    cache.keys.resize(l + 1);
+    cache.values.resize(l + 1);
+  }
+  at::Tensor k = qkv.select(2, 1), v = qkv.select(2, 2);  // (B, T, H, D) of the new positions
+  cache.keys[l] = cache.keys[l].defined() ? at::cat({cache.keys[l], k}, 1) : k.contiguous();
+  cache.values[l] = cache.values[l].defined() ? at::cat({cache.values[l], v}, 1) : v.contiguous();
+  return ops.attention_over_prefix(qkv.select(2, 0), cache.keys[l], cache.values[l]);
 }
 
 at::Tensor Gpt2::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training) const {
@@ -34,23 +49,36 @@ at::Tensor Gpt2::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool tra
   return y;
 }
 
-at::Tensor Gpt2::embed(const at::Tensor& idx, ModelOps& ops, bool training) const {
+at::Tensor Gpt2::embed(const at::Tensor& idx, ModelOps& ops, bool training, int64_t first_position) const {
   const int64_t T = idx.size(1);
-  at::Tensor x = ops.embed("wte", idx) + ops.param("wpe").narrow(0, 0, T);  // (B, T, C)
+  at::Tensor x = ops.embed("wte", idx) + ops.param("wpe").narrow(0, first_position, T);  // (B, T, C)
   x = ops.constrain(x, kResidual);  // the residual stream's layout from here on
   if (training && config_.dropout > 0) x = ops.dropout(x, "embed_dropout", kResidual);
   return x;
 }
 
+at::Tensor Gpt2::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool training, KvCache* cache) const {
+  at::Tensor h = x + attention(layer_norm(x, fmt::format("h.{}.ln_1", l), ops), l, ops, training, cache);
+  return h + mlp(layer_norm(h, fmt::format("h.{}.ln_2", l), ops), l, ops, training);
+}
+
 at::Tensor Gpt2::blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training) const {
   for (int64_t l = begin; l < end; ++l) {
     x = ops.constrain(x, kResidual);
-    x = ops.block(x, [this, l, &ops, training](const at::Tensor& in) {
-      at::Tensor h = in + attention(layer_norm(in, fmt::format("h.{}.ln_1", l), ops), l, ops, training);
-      return h + mlp(layer_norm(h, fmt::format("h.{}.ln_2", l), ops), l, ops, training);
-    });
+    x = ops.block(x, [this, l, &ops, training](const at::Tensor& in) { return block(in, l, ops, training, nullptr); });
   }
   return x;
+}
+
+at::Tensor Gpt2::next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache* cache) const {
+  const int64_t first = cache ? cache->length : 0;
+  SPMD_ASSERT(first + idx.size(1) <= config_.block_size, "decoding past block_size: {} + {} > {}", first,
+              idx.size(1), config_.block_size);
+  at::Tensor x = embed(idx, ops, /*training=*/false, first);
+  for (int64_t l = 0; l < config_.n_layer; ++l) x = block(ops.constrain(x, kResidual), l, ops, false, cache);
+  if (cache) cache->length += idx.size(1);
+  const at::Tensor last = x.select(1, x.size(1) - 1);  // (B, C): only the newest position is needed
+  return ops.tied_head_logits(layer_norm(last, "ln_f", ops), "wte");
 }
 
 at::Tensor Gpt2::head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {

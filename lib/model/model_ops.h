@@ -32,10 +32,17 @@ class ModelOps {
   // Mean cross-entropy of logits x . table^T over this rank's tokens; padded vocab rows excluded.
   virtual at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) = 0;
 
+  // Logits of x (B, C) against the whole (unpadded) vocabulary of the tied table: (B, vocab).
+  virtual at::Tensor tied_head_logits(const at::Tensor& x, const std::string& table) = 0;
+
   // Causal self-attention of qkv (B, T, 3, H, D) -> (B, T, H, D): softmax(Q K^T / sqrt(D) + causal)
   // V, the probabilities (logical: batch, heads, seq, seq) passed through dropout at
   // `dropout_site`; "" for no dropout (evaluation, or dropout 0).
   virtual at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site) = 0;
+
+  // Decoding with a key/value cache: queries q (B, T, H, D) for the last T of the S positions
+  // whose keys and values k, v (B, S, H, D) hold -> (B, T, H, D). No dropout.
+  virtual at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) = 0;
 
   // GPT-2's tanh-approximate GELU of h + the named bias ("" for none) over h's last dim.
   virtual at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) = 0;

@@ -65,6 +65,10 @@ void for_each_global_row(const std::vector<int64_t>& local_shape, const std::vec
 }
 }  // namespace
 
+double uniform_draw(uint64_t seed, uint64_t stream, uint64_t index) {
+  return unit(splitmix64(stream_key(seed, stream) ^ index));
+}
+
 uint64_t stream_id(const std::string& name) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
   for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;

@@ -17,6 +17,9 @@ uint64_t stream_id(const std::string& name);  // a stable 64-bit hash of a name
 void fill_normal_block(at::Tensor& local, const std::vector<int64_t>& global_shape,
                        const std::vector<int64_t>& offset, uint64_t seed, uint64_t stream, double std);
 
+// One uniform draw in (0, 1]: element `index` of the stream (sampling a token at a position).
+double uniform_draw(uint64_t seed, uint64_t stream, uint64_t index);
+
 // Dropout keep-mask scaled by 1/(1-p) for the block of a global array, as above.
 at::Tensor dropout_mask_block(const std::vector<int64_t>& local_shape, const std::vector<int64_t>& global_shape,
                               const std::vector<int64_t>& offset, uint64_t seed, uint64_t stream, double p);

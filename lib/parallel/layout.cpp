@@ -125,6 +125,10 @@ PipelineLayout plan_pipeline(const Config& config, const Mesh& mesh, const std::
     return {"", {0, config.model.n_layer}};
   }
   const int64_t stages = mesh.axis_size(axis), m = config.train.microbatches;
+  SPMD_CHECK(config.train.sample_every == 0,
+             "train.sample_every = {} cannot run on pipeline stages (the rule [layers, {}]): set it to 0 and sample "
+             "from a checkpoint with `spmd-train sample`, which runs on any mesh",
+             config.train.sample_every, axis);
   SPMD_CHECK(m >= stages,
              "train.microbatches = {} is fewer than the {} pipeline stages of mesh axis '{}': every stage needs a "
              "microbatch to work on; set train.microbatches to at least {} (more shrinks the bubble)",

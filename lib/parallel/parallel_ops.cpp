@@ -117,20 +117,30 @@ at::Tensor ParallelOps::embed(const std::string& table, const at::Tensor& ids) {
   return reduce_from_group(out, group(vocab_tp));
 }
 
+at::Tensor ParallelOps::local_logits(const at::Tensor& x2, const std::string& table) {
+  const FsdpGathers gathers = fsdp_gathers(layout_of(table));
+  if (!gathers.empty())
+    return fsdp_linear(x2, shard(table), gathers, /*transposed=*/true, at::Tensor(), prefetcher(), matmul_dtype());
+  return kernels::dense_product(x2, param(table).t(), at::Tensor(), matmul_dtype());  // the (V_local, C) table as W^T
+}
+
+at::Tensor ParallelOps::tied_head_logits(const at::Tensor& x, const std::string& table) {
+  const Group& vocab_group = group(layout_of(table).tp_axes[0]);
+  at::Tensor logits = local_logits(copy_to_group(x, vocab_group), table);  // (B, V_local)
+  if (vocab_group.size() > 1) logits = vocab_group.all_gather(logits, 1);  // the shards in the axis' order
+  return logits.narrow(1, 0, model_.layout().model.vocab_size);             // padding rows dropped
+}
+
+at::Tensor ParallelOps::attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return kernels::attention_over_prefix(q, k, v);  // heads are whole on each rank: no communication
+}
+
 at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) {
   const auto& layout = layout_of(table);
   const auto& vocab_tp = layout.tp_axes[0];
   const Group& vocab_group = group(vocab_tp);
   const at::Tensor full = sequence_parallel() ? gather_sequence_from_group(x, vocab_group) : copy_to_group(x, vocab_group);
-  at::Tensor x2 = full.reshape({-1, x.size(-1)});  // (B*T, C)
-  const FsdpGathers gathers = fsdp_gathers(layout);
-  at::Tensor logits;  // (B*T, V_local)
-  if (!gathers.empty()) {
-    logits = fsdp_linear(x2, shard(table), gathers, /*transposed=*/true, at::Tensor(), prefetcher(),
-                         matmul_dtype());
-  } else {
-    logits = kernels::dense_product(x2, param(table).t(), at::Tensor(), matmul_dtype());  // the (V_local, C) table as W^T
-  }
+  at::Tensor logits = local_logits(full.reshape({-1, x.size(-1)}), table);  // (B*T, V_local)
   const int64_t rows = logits.size(1);
   const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
   return vocab_parallel_cross_entropy(logits.reshape({-1, rows}), targets.reshape({-1}), offset,

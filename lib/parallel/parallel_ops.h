@@ -29,8 +29,11 @@ class ParallelOps : public ModelOps {
  public:
   // One per forward pass (and the backward of its graph): it tells the model's FSDP prefetcher
   // that a pass begins. `microbatch`: which slice of the rank's rows the pass's inputs are.
-  ParallelOps(ShardedModel& model, uint64_t seed, int64_t step, Microbatch microbatch = {}, Remat remat = Remat::kNone)
-      : model_(model), seed_(seed), step_(step), microbatch_(microbatch), remat_(remat) {
+  // `decoding`: the sequence is whole on every rank, whatever its length (sequence parallelism
+  // off: a decoder feeds one position at a time).
+  ParallelOps(ShardedModel& model, uint64_t seed, int64_t step, Microbatch microbatch = {}, Remat remat = Remat::kNone,
+              bool decoding = false)
+      : model_(model), seed_(seed), step_(step), microbatch_(microbatch), remat_(remat), decoding_(decoding) {
     model_.fsdp_prefetcher().begin_forward();
   }
 
@@ -41,6 +44,8 @@ class ParallelOps : public ModelOps {
   at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) override;
   at::Tensor embed(const std::string& table, const at::Tensor& ids) override;
   at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
+  at::Tensor tied_head_logits(const at::Tensor& x, const std::string& table) override;
+  at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
   at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site) override;
   at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) override;
   at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;
@@ -52,7 +57,8 @@ class ParallelOps : public ModelOps {
   FsdpGathers fsdp_gathers(const ParamLayout& layout) const;  // empty unless gathered over a group > 1
   at::Tensor shard(const std::string& name) const;             // this rank's stored block
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
-  bool sequence_parallel() const { return !model_.layout().seq_axes.empty(); }
+  bool sequence_parallel() const { return !decoding_ && !model_.layout().seq_axes.empty(); }
+  at::Tensor local_logits(const at::Tensor& x2, const std::string& table);  // (rows, C) -> (rows, V_local)
   // body(x), recomputed in backward; the body lives as long as this ParallelOps (its graph's).
   at::Tensor recomputed(const at::Tensor& x, RecomputedBody body);
   FsdpPrefetcher* prefetcher() { return &model_.fsdp_prefetcher(); }
@@ -64,6 +70,7 @@ class ParallelOps : public ModelOps {
   int64_t step_;
   Microbatch microbatch_;
   Remat remat_;
+  bool decoding_;
   int64_t sequence_length_ = -1;  // of the token ids embed() saw (the full sequence)
   std::vector<std::unique_ptr<RecomputedBody>> bodies_;
 };

@@ -149,7 +149,9 @@ int launch_workers(const LaunchOptions& options, const std::vector<std::string>&
   auto emit = [&](Worker& w, const std::string& line) {
     w.tail.push_back(line);
     if (w.tail.size() > 40) w.tail.pop_front();
-    if (w.rank == 0 || options.verbose) fmt::print("{}{}\n", options.verbose || world > 1 ? fmt::format("[rank {}] ", w.rank) : "", line);
+    if (w.rank == 0 || options.verbose)
+      fmt::print(options.output_to_stderr ? stderr : stdout, "{}{}\n",
+                 options.verbose || world > 1 ? fmt::format("[rank {}] ", w.rank) : "", line);
   };
   auto drain = [&](Worker& w) {
     char buffer[8192];

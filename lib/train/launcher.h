@@ -17,6 +17,7 @@ struct LaunchOptions {
   bool verbose = false;      // forward every rank's output, not just rank 0's
   int threads_per_rank = 0;  // 0: cores / local ranks
   double grace_s = 5;        // SIGTERM -> SIGKILL delay when tearing down
+  bool output_to_stderr = false;  // forward the workers' lines to stderr: stdout carries a result
 };
 
 // Starts the workers as `argv` (argv[0] = this program) and waits. Returns the exit code the

@@ -8,12 +8,16 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "ckpt/checkpoint.h"
 #include "comm/backend.h"
+#include "data/dataset_tokenizer.h"
+#include "train/generate.h"
+#include "train/sample_run.h"
 #include "parallel/pipeline_schedule.h"
 #include "train/metrics.h"
 #include "train/stop_signal.h"
@@ -82,6 +86,29 @@ void write_summary(const Config& config, const nlohmann::json& summary) {
   write_file_durably(config.output.dir + "/summary.json", summary.dump(1) + "\n");
 }
 
+// train.sample_every: the tokenizer beside data.train (UsageError at the start when there is none).
+DatasetMeta training_tokenizer(const Config& config) {
+  const std::string meta = dataset_meta_path(config.data.train);
+  SPMD_CHECK(!meta.empty(),
+             "train.sample_every needs the tokenizer of data.train ({}): no meta.json beside it; prepare the data with "
+             "spmd-prepare, or set train.sample_every: 0",
+             config.data.train);
+  return read_meta(meta);
+}
+
+// A short text from the model as it is now (llm.c prints one while it trains). Every rank takes
+// part in the forward passes; rank 0 prints.
+void print_sample(TrainState& state, const DatasetMeta& tokenizer) {
+  GenerateOptions options;
+  options.tokens = 64;
+  options.vocab_size = tokenizer.vocab_size;
+  options.sampling.seed = static_cast<uint64_t>(state.config.train.seed + state.step);
+  const std::vector<int64_t> prompt = prompt_tokens(tokenizer, "");
+  std::vector<int64_t> tokens = generate(*state.model, *state.gpt, prompt, options, nullptr);
+  tokens.erase(tokens.begin(), tokens.begin() + static_cast<int64_t>(prompt.size()));
+  if (state.rank() == 0) fmt::print("sample after step {}:\n{}\n", state.step, decode(tokenizer, tokens));
+}
+
 }  // namespace
 
 int run_training(const Config& config, const RendezvousInfo& rendezvous, const TrainOptions& options) {
@@ -131,6 +158,8 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
     return static_cast<int>(requested.item<float>());
   };
 
+  std::optional<DatasetMeta> sample_tokenizer;
+  if (tc.sample_every > 0) sample_tokenizer = training_tokenizer(config);
   const auto run_start = std::chrono::steady_clock::now();
   const int64_t first_step = state.step;
   double last_loss = NAN;
@@ -173,6 +202,7 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       std::fflush(stdout);
     }
     if (log_now) interval_steps = 0, interval_ms = 0;
+    if (tc.sample_every > 0 && state.step % tc.sample_every == 0) print_sample(state, *sample_tokenizer);
     if (checkpointing && config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoint();
     if (int sig = agreed_stop_signal()) {
       if (leader) fmt::print("stopping after step {} on {}\n", state.step, strsignal(sig));

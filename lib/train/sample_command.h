@@ -1,0 +1,26 @@
+// The `spmd-train sample` subcommand: its options, and the launcher's side (check the inputs
+// once, start one process per device of the mesh, print rank 0's text).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "train/sample_run.h"
+
+namespace spmd {
+
+struct SampleCli {
+  std::string config_path;  // "" : the checkpoint's own config
+  std::vector<std::string> overrides;
+  int nproc = 0;            // 0: the mesh's size
+  bool no_cache = false;
+  SampleOptions options;
+};
+
+void setup_sample(CLI::App& app, SampleCli& cli);
+
+// argv: this process's whole command line, re-executed for each worker.
+int run_sample(SampleCli& cli, const std::vector<std::string>& argv);
+
+}  // namespace spmd

@@ -1,0 +1,115 @@
+// Sampling: config and inputs, the sharded model from a checkpoint, the text out.
+#include "train/sample_run.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "ckpt/checkpoint.h"
+#include "comm/backend.h"
+#include "data/dataset_tokenizer.h"
+#include "model/gpt2.h"
+#include "parallel/layout.h"
+#include "parallel/sharded_model.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace spmd {
+
+Config sampling_config(const std::string& checkpoint, const std::string& config_path,
+                       const std::vector<std::string>& overrides) {
+  Config config = config_path.empty()
+                      ? parse_config(checkpoint_config_yaml(checkpoint), checkpoint + "/index.json (its config)", overrides)
+                      : load_config(config_path, overrides);
+  for (auto& rule : config.sharding_rules)
+    if (rule.logical == "layers") rule.mesh_axes.clear();  // no stages: decoding is one position deep
+  config.runtime.pipeline_layers.clear();
+  config.train.microbatches = 1;
+  return config;
+}
+
+DatasetMeta sampling_tokenizer(const Config& config, const std::string& checkpoint) {
+  const std::string carried = checkpoint + "/tokenizer/meta.json";
+  if (fs::exists(carried)) return read_meta(carried);
+  const std::string beside_data = dataset_meta_path(config.data.train);
+  SPMD_CHECK(!beside_data.empty(),
+             "{}: the checkpoint carries no tokenizer (tokenizer/meta.json) and data.train ({}) has no meta.json "
+             "beside it; point data.train at a dataset spmd-prepare wrote (--set data.train=DIR/train.bin)",
+             checkpoint, config.data.train);
+  return read_meta(beside_data);
+}
+
+std::vector<int64_t> prompt_tokens(const DatasetMeta& tokenizer, const std::string& prompt) {
+  if (!prompt.empty()) {
+    try {
+      return encode(tokenizer, prompt);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("--prompt: {}", e.what()));
+    }
+  }
+  try {
+    return encode(tokenizer, "\n");  // nanoGPT's start
+  } catch (const UsageError&) {
+    return {0};  // a character vocabulary without newlines: its first character
+  }
+}
+
+void check_sampling_inputs(const Config& config, const SampleOptions& options) {
+  const auto& g = options.generate;
+  SPMD_CHECK(g.sampling.temperature >= 0, "--temperature {}: must be 0 (greedy) or positive", g.sampling.temperature);
+  SPMD_CHECK(g.sampling.top_k >= 0, "--top-k {}: must be 0 (all tokens) or positive", g.sampling.top_k);
+  SPMD_CHECK(g.tokens >= 1, "--tokens {}: must be at least 1", g.tokens);
+  checkpoint_config_yaml(options.checkpoint);  // an index is there and readable
+  prompt_tokens(sampling_tokenizer(config, options.checkpoint), options.prompt);
+}
+
+namespace {
+// Where rank 0's text goes: stdout (flushed per token), or a file the launcher prints.
+std::FILE* open_text_sink(const SampleOptions& options) {
+  if (options.text_out.empty()) return stdout;
+  std::FILE* f = std::fopen(options.text_out.c_str(), "wb");
+  if (!f) throw RuntimeError(fmt::format("cannot write {}", options.text_out));
+  return f;
+}
+}  // namespace
+
+int run_sampling(const Config& config, const RendezvousInfo& rendezvous, bool single_process,
+                 const SampleOptions& options) {
+  const DatasetMeta tokenizer = sampling_tokenizer(config, options.checkpoint);
+  const std::vector<int64_t> prompt = prompt_tokens(tokenizer, options.prompt);
+  const ResolvedRuntime runtime = resolve_runtime(config.runtime);
+  ModelLayout layout = plan_layout(config);
+  auto comm = single_process ? std::make_unique<Communicator>(layout.mesh, runtime)
+                             : std::make_unique<Communicator>(rendezvous, layout.mesh, runtime);
+  ShardedModel model(std::move(layout), *comm, static_cast<uint64_t>(config.train.seed));
+  restore_parameters(model, options.checkpoint);
+  const Gpt2 gpt(config.model);
+  const bool leader = comm->rank() == 0;
+  std::FILE* sink = leader ? open_text_sink(options) : nullptr;
+  if (leader && !options.prompt.empty()) std::fputs(options.prompt.c_str(), sink);
+  GenerateOptions generate_options = options.generate;
+  generate_options.vocab_size = tokenizer.vocab_size;
+  const auto start = std::chrono::steady_clock::now();
+  generate(model, gpt, prompt, generate_options, [&](int64_t token) {
+    if (!leader) return;
+    const std::string piece = decode(tokenizer, {token});
+    std::fwrite(piece.data(), 1, piece.size(), sink);
+    std::fflush(sink);
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (leader) {
+    std::fputc('\n', sink);
+    if (sink != stdout) std::fclose(sink);
+    fmt::print(stderr, "sampled {} tokens in {:.2f} s: {:.1f} tokens/s (mesh {}, kv cache {})\n", options.generate.tokens,
+               seconds, static_cast<double>(options.generate.tokens) / seconds, model.layout().mesh.describe(),
+               options.generate.use_cache ? "on" : "off");
+  }
+  comm->control().barrier();
+  return 0;
+}
+
+}  // namespace spmd

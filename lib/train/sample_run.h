@@ -1,0 +1,40 @@
+// `spmd-train sample`: text from a checkpoint on any mesh. The launcher checks the inputs once,
+// then every rank loads its shards of the parameters and decodes together; rank 0 writes the text.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "config/config.h"
+#include "data/meta.h"
+#include "train/generate.h"
+
+namespace spmd {
+
+struct SampleOptions {
+  std::string checkpoint;   // a step directory
+  std::string prompt;       // "" : a newline starts the text (and is not printed)
+  GenerateOptions generate;
+  std::string text_out;     // a file for the text; "" : stdout
+};
+
+// The checkpoint's own config (or `config_path`'s) with `overrides`, set up for decoding: a
+// `layers` rule is dropped (every rank holds every block), one microbatch.
+Config sampling_config(const std::string& checkpoint, const std::string& config_path,
+                       const std::vector<std::string>& overrides);
+
+// The tokenizer the checkpoint carries, else the one beside data.train. UsageError when neither.
+DatasetMeta sampling_tokenizer(const Config& config, const std::string& checkpoint);
+
+// The prompt's tokens (a newline for an empty prompt). UsageError for text the vocabulary lacks.
+std::vector<int64_t> prompt_tokens(const DatasetMeta& tokenizer, const std::string& prompt);
+
+// Everything that can be checked before any process starts (UsageError): the options, the
+// checkpoint's index, the tokenizer, the prompt.
+void check_sampling_inputs(const Config& config, const SampleOptions& options);
+
+// One rank of a sampling run. Returns the exit code.
+int run_sampling(const Config& config, const RendezvousInfo& rendezvous, bool single_process,
+                 const SampleOptions& options);
+
+}  // namespace spmd

@@ -1,0 +1,164 @@
+// spmd-train sample: the same text on every mesh, the KV cache against the full forward, the
+// sliding context, the tokenizer carried by the checkpoint, bad arguments, samples while training.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "test_support.h"
+#include "training_fixture.h"
+
+using namespace spmd::test;
+
+namespace {
+
+// A char-level dataset made by spmd-prepare and a tiny model trained on it (one process, [1,1]
+// mesh with data x model axes), checkpointed at its last step.
+struct SampledRun {
+  TempDir dir;
+  std::string config, checkpoint;
+  SampledRun() {
+    std::string text;
+    for (int i = 0; i < 300; ++i) text += "the cat sat on the mat. a dog ran to the log.\n";
+    write_file(dir.file("corpus.txt"), text);
+    auto prep = run_process({binary_path("spmd-prepare"), "--input", dir.file("corpus.txt"), "--out",
+                             dir.file("data"), "--quiet"});
+    REQUIRE_MESSAGE(prep.exit_code == 0, prep.output);
+    config = dir.file("tiny.yaml");
+    write_file(config, "mesh: {shape: [1, 1], axes: [data, model]}\n"
+                       "sharding_rules: " + kTpRules + "\n"
+                       "model: {vocab_size: 20, block_size: 16, n_layer: 2, n_head: 4, n_embd: 32, dropout: 0.0}\n"
+                       "data: {train: " + dir.file("data/train.bin") + ", val: " + dir.file("data/val.bin") +
+                       ", batch_size: 8}\n"
+                       "train: {steps: 40, decay_steps: 40, warmup_steps: 5, lr: 1.0e-2, log_every: 10, eval_every: 0}\n"
+                       "checkpoint: {dir: " + dir.file("ckpt") + ", every: 40}\n"
+                       "output: {dir: " + dir.file("out") + "}\n"
+                       "runtime: {timeout_s: 60}\n");
+    auto train = run_process({binary_path("spmd-train"), "--config", config}, {}, 120);
+    REQUIRE_MESSAGE(train.exit_code == 0, train.output);
+    checkpoint = dir.file("ckpt/step_00000040");
+    REQUIRE(std::filesystem::exists(checkpoint + "/tokenizer/meta.json"));
+  }
+  ProcessResult sample(std::vector<std::string> args) const {
+    std::vector<std::string> argv{binary_path("spmd-train"), "sample", "--checkpoint", checkpoint};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_process(argv, {}, 120);
+  }
+};
+
+const SampledRun& sampled_run() {
+  static SampledRun run;
+  return run;
+}
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// stdout only: run_process interleaves stderr, so the sampling runs write the text to a file.
+std::string text_of(const SampledRun& run, const std::vector<std::string>& args, const std::string& name) {
+  const std::string out = run.dir.file(name);
+  auto r = run.sample(with(args, {"--text-out", out}));
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  return read_file(out);
+}
+
+}  // namespace
+
+TEST_CASE("sample: the same seed prints byte-identical text on [1], [2,2] and FSDP-4") {
+  const auto& run = sampled_run();
+  const std::vector<std::string> args{"--prompt", "the ", "--tokens", "40", "--temperature", "1.0", "--seed", "7"};
+  const std::string one = text_of(run, args, "one.txt");
+  CHECK(one.rfind("the ", 0) == 0);
+  CHECK(one.size() == std::string("the ").size() + 40 + 1);  // char vocabulary: a byte per token here, + newline
+  const std::string tp = text_of(run, with(args, mesh_args(TestMesh{"", "[2,2]", "[data,model]", kTpRules})), "tp.txt");
+  const std::string fsdp4 = text_of(run, with(args, {"--set", "mesh.shape=[4]", "--set", "mesh.axes=[fsdp]", "--set",
+                                                     "sharding_rules=" + test_mesh("fsdp-8").rules}),
+                                    "fsdp4.txt");
+  CHECK(tp == one);
+  CHECK(fsdp4 == one);
+  // Another seed gives another text (the draw really depends on it).
+  std::vector<std::string> other_seed = args;
+  other_seed.back() = "8";
+  CHECK(text_of(run, other_seed, "seed8.txt") != one);
+}
+
+TEST_CASE("sample: stdout carries the text alone, on one process and under the launcher") {
+  const auto& run = sampled_run();
+  const std::vector<std::string> args{"--prompt", "a dog", "--tokens", "20", "--seed", "3"};
+  const std::string expected = text_of(run, args, "expected.txt");
+  for (const std::string& mesh : {"[1,1]", "[2,2]"}) {
+    std::string command = binary_path("spmd-train") + " sample --checkpoint " + run.checkpoint +
+                          " --prompt 'a dog' --tokens 20 --seed 3 --set mesh.shape=" + mesh + " 2>/dev/null";
+    auto r = run_process({"/bin/sh", "-c", command}, {}, 120);
+    CHECK_MESSAGE(r.exit_code == 0, r.output);
+    CHECK_MESSAGE(r.output == expected, mesh);
+  }
+}
+
+TEST_CASE("sample: greedy with the KV cache equals the full forward without it, sliding past block_size") {
+  const auto& run = sampled_run();
+  // block_size is 16: 30 new tokens after a 5-token prompt slide the context 19 times.
+  const std::vector<std::string> args{"--prompt", "the c", "--tokens", "30", "--temperature", "0"};
+  const std::string cached = text_of(run, args, "cached.txt");
+  const std::string full = text_of(run, with(args, {"--no-cache"}), "full.txt");
+  CHECK(cached == full);
+  CHECK(cached.size() == 5 + 30 + 1);
+  // Tensor-parallel heads and vocabulary, cached: the same argmax.
+  CHECK(text_of(run, with(args, {"--set", "mesh.shape=[1,2]"}), "tp-cached.txt") == cached);
+}
+
+TEST_CASE("sample: the checkpoint carries its tokenizer") {
+  const auto& run = sampled_run();
+  const std::string copy = run.dir.file("moved");
+  std::filesystem::create_directories(copy);
+  std::filesystem::copy(run.checkpoint, copy + "/step", std::filesystem::copy_options::recursive);
+  // data.train now names nothing: the tokenizer must come from the checkpoint itself.
+  auto r = run_process({binary_path("spmd-train"), "sample", "--checkpoint", copy + "/step", "--tokens", "5",
+                        "--set", "data.train=/nonexistent/train.bin", "--text-out", copy + "/t.txt"},
+                       {}, 60);
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(read_file(copy + "/t.txt").size() == 5 + 1);
+}
+
+TEST_CASE("sample: bad arguments exit 2 with a message, before any worker starts") {
+  const auto& run = sampled_run();
+  struct Case {
+    std::vector<std::string> argv;
+    std::string message;
+  };
+  const std::string bin = binary_path("spmd-train");
+  const std::vector<Case> cases{
+      {{bin, "sample"}, "--checkpoint is required"},
+      {{bin, "sample", "--checkpoint", run.dir.file("nope")}, "not a complete checkpoint"},
+      {{bin, "sample", "--checkpoint", run.checkpoint, "--prompt", "Zebra"}, "--prompt"},
+      {{bin, "sample", "--checkpoint", run.checkpoint, "--temperature", "-1"}, "--temperature -1"},
+      {{bin, "sample", "--checkpoint", run.checkpoint, "--tokens", "0", "--set", "mesh.shape=[2,2]"}, "--tokens 0"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_process(c.argv, {}, 60);
+    CHECK_MESSAGE(r.exit_code == 2, r.output);
+    CHECK_MESSAGE(r.output.find(c.message) != std::string::npos, r.output);
+    CHECK_MESSAGE(r.output.find("[rank") == std::string::npos, r.output);
+  }
+  // A checkpoint whose index is damaged.
+  const std::string broken = run.dir.file("broken");
+  std::filesystem::copy(run.checkpoint, broken, std::filesystem::copy_options::recursive);
+  write_file(broken + "/index.json", "{\"format\": ");
+  auto r = run_process({bin, "sample", "--checkpoint", broken}, {}, 60);
+  CHECK_MESSAGE(r.exit_code == 2, r.output);
+  CHECK_MESSAGE(r.output.find("index.json") != std::string::npos, r.output);
+}
+
+TEST_CASE("sample: train.sample_every prints samples while training") {
+  const auto& run = sampled_run();
+  auto r = run_process({binary_path("spmd-train"), "--config", run.config, "--set", "train.steps=4", "--set",
+                        "train.sample_every=2", "--set", "checkpoint.dir=", "--set",
+                        "output.dir=" + run.dir.file("out-sampling"), "--set", "mesh.shape=[1,2]"},
+                       {}, 120);
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(r.output.find("sample after step 2:") != std::string::npos);
+  CHECK(r.output.find("sample after step 4:") != std::string::npos);
+}
