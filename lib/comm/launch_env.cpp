@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstdint>
 #include <initializer_list>
 
 #include <fmt/format.h>
@@ -109,8 +110,13 @@ LaunchEnv from_slurm(const EnvMap& env) {
   r.local_world_size = slurm_local_tasks(env, r.world_size);
   check_ranks(e, "SLURM_PROCID", "SLURM_LOCALID", "the tasks on this node");
   const std::string nodes_var = first_set(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
-  SPMD_CHECK(!nodes_var.empty(), "SLURM_PROCID is set but none of SLURM_STEP_NODELIST, SLURM_JOB_NODELIST is");
-  r.master_addr = find(env, "MASTER_ADDR") ? *find(env, "MASTER_ADDR") : expand_hostlist(*find(env, nodes_var), nodes_var)[0];
+  if (find(env, "MASTER_ADDR")) {
+    r.master_addr = *find(env, "MASTER_ADDR");
+  } else {
+    SPMD_CHECK(!nodes_var.empty(), "SLURM_PROCID is set but neither MASTER_ADDR nor any of SLURM_STEP_NODELIST, "
+               "SLURM_JOB_NODELIST is");
+    r.master_addr = expand_hostlist(*find(env, nodes_var), nodes_var)[0];  // the step's first node runs task 0
+  }
   std::string port_from = "MASTER_PORT";
   if (find(env, "MASTER_PORT")) {
     r.master_port = non_negative(env, "MASTER_PORT");

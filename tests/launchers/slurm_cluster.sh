@@ -4,9 +4,11 @@
 #   slurm_cluster.sh start DIR   -> prints nothing; `source DIR/env.sh` then points srun at it
 #   slurm_cluster.sh stop DIR    -> stops the daemons started by `start` (by their pid files)
 # Start waits (bounded) until the node is idle; on failure it prints the daemons' logs and stops.
+# Every daemon also dies after SLURM_CLUSTER_LIFETIME_S (default 300) seconds in any case.
 set -u
 cmd=$1
 dir=$2
+lifetime=${SLURM_CLUSTER_LIFETIME_S:-300}  # seconds, then the daemons are killed whatever happens
 
 free_port() {  # a port nobody listens on now (good enough: the daemons bind right away)
   local p
@@ -18,6 +20,8 @@ free_port() {  # a port nobody listens on now (good enough: the daemons bind rig
 }
 
 stop() {
+  [ -f "$dir/slurm.conf" ] && SLURM_CONF=$dir/slurm.conf timeout 10 scancel --quiet --full \
+    $(SLURM_CONF=$dir/slurm.conf timeout 10 squeue -h -o %i 2>/dev/null) 2>/dev/null
   for name in slurmd slurmctld munged; do
     local f=$dir/$name.pid
     [ -f "$f" ] || continue
@@ -76,17 +80,21 @@ start() {
   chmod 700 "$dir/munge"
   dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chmod 400 "$dir/munge/munge.key"
-  munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge.socket" \
-    --pid-file="$dir/munged.pid" --log-file="$dir/munged.log" --seed-file="$dir/munge/seed" \
-    || fail "munged did not start"
+  # Each daemon in the foreground of its own session, under a hard lifetime: even a test killed
+  # before its cleanup leaves nothing running for long.
+  setsid timeout -s KILL "$lifetime" munged --foreground --force --key-file="$dir/munge/munge.key" \
+    --socket="$dir/munge.socket" --pid-file="$dir/munged.pid" --log-file="$dir/munged.log" \
+    --seed-file="$dir/munge/seed" </dev/null >/dev/null 2>&1 &
+  for _ in $(seq 50); do [ -S "$dir/munge.socket" ] && break; sleep 0.1; done
+  [ -S "$dir/munge.socket" ] || fail "munged did not start"
   local host; host=$(hostname -s)
   local ctld_port d_port
   ctld_port=$(free_port) && d_port=$(free_port) || fail "no free port"
   write_conf "$host" "$ctld_port" "$d_port"
   echo "export SLURM_CONF=$dir/slurm.conf" > "$dir/env.sh"
   export SLURM_CONF=$dir/slurm.conf
-  slurmctld -i || fail "slurmctld did not start"
-  slurmd || fail "slurmd did not start"
+  setsid timeout -s KILL "$lifetime" slurmctld -D -i </dev/null >>"$dir/slurmctld.log" 2>&1 &
+  setsid timeout -s KILL "$lifetime" slurmd -D </dev/null >>"$dir/slurmd.log" 2>&1 &
   for _ in $(seq 150); do  # 30 s
     if sinfo -h -o %t 2>/dev/null | grep -qx idle; then return 0; fi
     sleep 0.2
