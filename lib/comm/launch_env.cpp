@@ -3,8 +3,8 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 
 #include <fmt/format.h>
