@@ -78,7 +78,10 @@ int run_worker(const spmd::Config& config, const spmd::RendezvousInfo& rendezvou
 
 // What an external launcher gave, checked against the mesh and the options; rank 0 says what it found.
 spmd::RendezvousInfo check_launch_env(const spmd::LaunchEnv& launched, const spmd::Mesh& mesh, int max_restarts) {
-  const spmd::RendezvousInfo& r = launched.rendezvous;
+  const spmd::LaunchRanks& l = launched.rendezvous;
+  spmd::RendezvousInfo r;
+  r.rank = l.rank, r.world_size = l.world_size, r.local_rank = l.local_rank;
+  r.local_world_size = l.local_world_size, r.master_addr = l.master_addr, r.master_port = l.master_port;
   SPMD_CHECK(r.world_size == mesh.size(), "{}={} but mesh {} has {} devices: start {} processes or change mesh.shape",
              launched.world_size_variable, r.world_size, mesh.describe(), mesh.size(), mesh.size());
   SPMD_CHECK(max_restarts == 0 || launched.launcher == "spmd-train",

@@ -32,13 +32,12 @@ Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh, const R
              info.world_size, mesh.describe(), mesh.size());
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(info.master_port);
-  options.isServer = info.rank == 0 && !info.launcher_hosts_store;
+  options.isServer = info.rank == 0;
   options.numWorkers = info.world_size;
-  options.waitWorkers = !info.launcher_hosts_store;  // the server counts its clients in
+  options.waitWorkers = true;
   options.timeout = timeout_;
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
-    if (!info.store_prefix.empty()) store_ = c10::make_intrusive<c10d::PrefixStore>(info.store_prefix, store_);
   } catch (const std::exception& e) {
     throw RuntimeError(fmt::format("rendezvous with {}:{} failed for rank {} (timeout {:.0f} s): {}",
                                    info.master_addr, info.master_port, info.rank, info.timeout_s, exception_text(e)));

@@ -28,8 +28,6 @@ struct RendezvousInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   double timeout_s = 300;
-  bool launcher_hosts_store = false;  // torchrun's agent serves the store: every rank is a client
-  std::string store_prefix;           // keys go under it (one namespace per torchrun attempt)
 };
 
 class Communicator {

@@ -50,7 +50,7 @@ void require_all(const EnvMap& env, const std::string& trigger, std::initializer
 
 void check_ranks(const LaunchEnv& e, const std::string& rank_var, const std::string& local_var,
                  const std::string& local_size_var) {
-  const RendezvousInfo& r = e.rendezvous;
+  const LaunchRanks& r = e.rendezvous;
   SPMD_CHECK(r.world_size >= 1 && r.rank < r.world_size, "{}={} is not below {}={}", rank_var, r.rank,
              e.world_size_variable, r.world_size);
   SPMD_CHECK(r.local_world_size >= 1 && r.local_world_size <= r.world_size, "{}={} is not between 1 and {}={}",
@@ -64,7 +64,7 @@ LaunchEnv from_torchrun(const EnvMap& env) {
   LaunchEnv e;
   e.launcher = find(env, kBuiltinLauncherMark) ? "spmd-train" : "torchrun";
   e.world_size_variable = "WORLD_SIZE";
-  RendezvousInfo& r = e.rendezvous;
+  LaunchRanks& r = e.rendezvous;
   r.rank = non_negative(env, "RANK");
   r.world_size = non_negative(env, "WORLD_SIZE");
   r.local_rank = find(env, "LOCAL_RANK") ? non_negative(env, "LOCAL_RANK") : 0;
@@ -72,17 +72,18 @@ LaunchEnv from_torchrun(const EnvMap& env) {
   r.master_addr = find(env, "MASTER_ADDR") ? *find(env, "MASTER_ADDR") : "127.0.0.1";
   r.master_port = find(env, "MASTER_PORT") ? non_negative(env, "MASTER_PORT") : 29500;
   check_ranks(e, "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
-  // torchrun's agent already serves a store on MASTER_PORT: join it, in a namespace per attempt.
+  // torchrun's agent already serves its own store on MASTER_PORT, which libtorch 1.13's client
+  // cannot use: rank 0 serves ours on a port derived from the run and attempt instead.
   const std::string* agent_store = find(env, "TORCHELASTIC_USE_AGENT_STORE");
-  if (agent_store && (*agent_store == "True" || *agent_store == "1")) {
-    r.launcher_hosts_store = true;
-    r.store_prefix = fmt::format("spmd/attempt_{}", find(env, "TORCHELASTIC_RESTART_COUNT") ? *find(env, "TORCHELASTIC_RESTART_COUNT") : "0");
-  }
+  const bool port_taken = agent_store && (*agent_store == "True" || *agent_store == "1");
+  if (port_taken)
+    r.master_port = port_from_job_id(fmt::format("torchrun:{}:{}", find(env, "TORCHELASTIC_RUN_ID") ? *find(env, "TORCHELASTIC_RUN_ID") : "",
+                                                 find(env, "TORCHELASTIC_RESTART_COUNT") ? *find(env, "TORCHELASTIC_RESTART_COUNT") : "0"));
   e.description = fmt::format("launcher: {} (RANK, WORLD_SIZE={}, LOCAL_WORLD_SIZE={}); rendezvous {}:{}{}",
                               e.launcher == "torchrun" && !find(env, "TORCHELASTIC_RUN_ID") ? "torchrun-style variables"
                                                                                             : e.launcher,
                               r.world_size, r.local_world_size, r.master_addr, r.master_port,
-                              r.launcher_hosts_store ? " (torchrun's store)" : "");
+                              port_taken ? " (port: TORCHELASTIC_RUN_ID and _RESTART_COUNT; MASTER_PORT is the agent's)" : "");
   return e;
 }
 
@@ -103,7 +104,7 @@ LaunchEnv from_slurm(const EnvMap& env) {
   LaunchEnv e;
   e.launcher = "srun";
   e.world_size_variable = "SLURM_NTASKS";
-  RendezvousInfo& r = e.rendezvous;
+  LaunchRanks& r = e.rendezvous;
   r.rank = non_negative(env, "SLURM_PROCID");
   r.world_size = non_negative(env, "SLURM_NTASKS");
   r.local_rank = non_negative(env, "SLURM_LOCALID");
@@ -146,7 +147,7 @@ LaunchEnv from_openmpi(const EnvMap& env) {
   LaunchEnv e;
   e.launcher = "mpirun";
   e.world_size_variable = "OMPI_COMM_WORLD_SIZE";
-  RendezvousInfo& r = e.rendezvous;
+  LaunchRanks& r = e.rendezvous;
   r.rank = non_negative(env, "OMPI_COMM_WORLD_RANK");
   r.world_size = non_negative(env, "OMPI_COMM_WORLD_SIZE");
   r.local_rank = non_negative(env, "OMPI_COMM_WORLD_LOCAL_RANK");

@@ -7,8 +7,6 @@
 #include <optional>
 #include <string>
 
-#include "comm/communicator.h"
-
 namespace spmd {
 
 using EnvMap = std::map<std::string, std::string>;
@@ -19,9 +17,19 @@ EnvMap current_environment();
 // variables): their rank 0 then does not announce a launcher the parent already announced.
 inline constexpr const char* kBuiltinLauncherMark = "SPMD_LAUNCHER";
 
+// The fields of comm/communicator.h's RendezvousInfo (kept apart: that header brings glog's CHECK).
+struct LaunchRanks {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+};
+
 struct LaunchEnv {
   std::string launcher;             // "torchrun", "srun", "mpirun", or "spmd-train" (our own workers)
-  RendezvousInfo rendezvous;        // rank, sizes, master (timeout_s left at its default)
+  LaunchRanks rendezvous;           // this process's place and where rank 0 serves the store
   std::string world_size_variable;  // the variable that gave the world size, for error messages
   std::string description;          // one line for people: what was found and what it implies
 };

@@ -4,8 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "comm/communicator.h"
-
 namespace spmd {
 
 struct LaunchOptions {

@@ -32,12 +32,12 @@ EnvMap mpirun_env() {
 
 TEST_CASE("hostlist: Slurm's compressed host lists expand in order, keeping zero padding") {
   using V = std::vector<std::string>;
-  CHECK(expand_hostlist("vm", "L") == V{"vm"});
-  CHECK(expand_hostlist("node[01-04,07]", "L") == V{"node01", "node02", "node03", "node04", "node07"});
-  CHECK(expand_hostlist("a[1-2]-ib,b3", "L") == V{"a1-ib", "a2-ib", "b3"});
-  CHECK(expand_hostlist("n[8-10]", "L") == V{"n8", "n9", "n10"});
-  CHECK(expand_hostlist("r[1-2]n[1-2]", "L") == V{"r1n1", "r1n2", "r2n1", "r2n2"});
-  CHECK(expand_hostlist("x,y[3],z", "L") == V{"x", "y3", "z"});
+  CHECK((expand_hostlist("vm", "L") == V{"vm"}));
+  CHECK((expand_hostlist("node[01-04,07]", "L") == V{"node01", "node02", "node03", "node04", "node07"}));
+  CHECK((expand_hostlist("a[1-2]-ib,b3", "L") == V{"a1-ib", "a2-ib", "b3"}));
+  CHECK((expand_hostlist("n[8-10]", "L") == V{"n8", "n9", "n10"}));
+  CHECK((expand_hostlist("r[1-2]n[1-2]", "L") == V{"r1n1", "r1n2", "r2n1", "r2n2"}));
+  CHECK((expand_hostlist("x,y[3],z", "L") == V{"x", "y3", "z"}));
 }
 
 TEST_CASE("hostlist: malformed lists are usage errors naming the variable") {
@@ -49,8 +49,8 @@ TEST_CASE("hostlist: malformed lists are usage errors naming the variable") {
 }
 
 TEST_CASE("hostlist: tasks per node, with Slurm's repeat syntax") {
-  CHECK(expand_tasks_per_node("4", "T") == std::vector<int>{4});
-  CHECK(expand_tasks_per_node("2(x3),1", "T") == std::vector<int>{2, 2, 2, 1});
+  CHECK((expand_tasks_per_node("4", "T") == std::vector<int>{4}));
+  CHECK((expand_tasks_per_node("2(x3),1", "T") == std::vector<int>{2, 2, 2, 1}));
   CHECK(contains(usage_error_of([] { expand_tasks_per_node("2(x3", "SLURM_TASKS_PER_NODE"); }), "SLURM_TASKS_PER_NODE"));
   CHECK(contains(usage_error_of([] { expand_tasks_per_node("two", "T"); }), "'two'"));
 }
@@ -73,14 +73,14 @@ TEST_CASE("launch env: torchrun's variables") {
   CHECK(e->rendezvous.rank == 3);
   CHECK(e->rendezvous.world_size == 4);
   CHECK(e->rendezvous.master_addr == "localhost");
-  CHECK(e->rendezvous.master_port == 43973);
-  CHECK(e->rendezvous.launcher_hosts_store);  // the agent's store is on MASTER_PORT already
-  CHECK(e->rendezvous.store_prefix == "spmd/attempt_2");
+  CHECK(e->rendezvous.master_port == port_from_job_id("torchrun:x:2"));  // MASTER_PORT is the agent's store
+  EnvMap no_agent_store = env;
+  no_agent_store.erase("TORCHELASTIC_USE_AGENT_STORE");
+  CHECK(detect_launch_env(no_agent_store)->rendezvous.master_port == 43973);
   CHECK(contains(e->description, "launcher: torchrun"));
 
   EnvMap ours{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {kBuiltinLauncherMark, "spmd-train"}};
   CHECK(detect_launch_env(ours)->launcher == "spmd-train");
-  CHECK_FALSE(detect_launch_env(ours)->rendezvous.launcher_hosts_store);
 }
 
 TEST_CASE("launch env: partial or contradictory torchrun variables are usage errors naming them") {
@@ -185,10 +185,10 @@ TEST_CASE("launch env: torchrun's variables win over Slurm's, Slurm's over Open 
 
 TEST_CASE("restarts: a restart resumes from the given checkpoint, dropping the user's --resume") {
   using V = std::vector<std::string>;
-  CHECK(argv_resuming_from({"t", "--config", "c"}, "ck/s") == V{"t", "--config", "c", "--resume", "ck/s"});
-  CHECK(argv_resuming_from({"t", "--resume", "old", "--config", "c"}, "ck/s") == V{"t", "--config", "c", "--resume", "ck/s"});
-  CHECK(argv_resuming_from({"t", "--resume", "--config", "c"}, "ck/s") == V{"t", "--config", "c", "--resume", "ck/s"});
-  CHECK(argv_resuming_from({"t", "--resume=old"}, "ck/s") == V{"t", "--resume", "ck/s"});
+  CHECK((argv_resuming_from({"t", "--config", "c"}, "ck/s") == V{"t", "--config", "c", "--resume", "ck/s"}));
+  CHECK((argv_resuming_from({"t", "--resume", "old", "--config", "c"}, "ck/s") == V{"t", "--config", "c", "--resume", "ck/s"}));
+  CHECK((argv_resuming_from({"t", "--resume", "--config", "c"}, "ck/s") == V{"t", "--config", "c", "--resume", "ck/s"}));
+  CHECK((argv_resuming_from({"t", "--resume=old"}, "ck/s") == V{"t", "--resume", "ck/s"}));
 }
 
 TEST_CASE("test hooks: sigkill@STEP:RANK fires in the first attempt only, sigkill_always@ in every one") {
