@@ -1,15 +1,17 @@
-// spmd-train: trains GPT-2 on the mesh a YAML file declares. Without RANK in the environment it
-// launches one worker per local rank; with the torchrun variables it is that one rank.
+// spmd-train: trains GPT-2 on the mesh a YAML file declares. Started by torchrun, srun or mpirun
+// (comm/launch_env.h) it is one rank; otherwise it launches one worker per local rank.
 #include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "ckpt/export.h"
 #include "comm/backend.h"
+#include "comm/launch_env.h"
 #include "config/config.h"
 #include "parallel/layout.h"
 #include "train/launcher.h"
 #include "train/output_dirs.h"
+#include "train/restarts.h"
 #include "train/sample_command.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
@@ -40,6 +42,7 @@ struct TrainCliOptions {
   std::string config_path;
   std::vector<std::string> overrides;
   int nproc = 0;  // 0: the mesh's size / nnodes
+  int max_restarts = 0;
   spmd::LaunchOptions launch;
   spmd::TrainOptions train;
 };
@@ -54,6 +57,9 @@ void setup_train(CLI::App& app, TrainCliOptions& opt) {
   app.add_option("--master-addr", opt.launch.master_addr, "address of rank 0's node");
   app.add_option("--master-port", opt.launch.master_port, "rendezvous port (default: a free one)")
       ->check(CLI::Range(0, 65535));
+  app.add_option("--max-restarts", opt.max_restarts,
+                 "restart all workers from the newest checkpoint when one fails, at most N times")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--verbose", opt.launch.verbose, "forward every rank's output, prefixed [rank r]");
   app.add_option("--resume", opt.train.resume_path,
                  "continue from a checkpoint: PATH, or the newest in checkpoint.dir when given no value")
@@ -71,6 +77,20 @@ int run_worker(const spmd::Config& config, const spmd::RendezvousInfo& rendezvou
   return spmd::run_training(config, rendezvous, train);
 }
 
+// What an external launcher gave, checked against the mesh and the options; rank 0 says what it found.
+spmd::RendezvousInfo check_launch_env(const spmd::LaunchEnv& launched, const spmd::Mesh& mesh, int max_restarts,
+                                      double timeout_s) {
+  spmd::RendezvousInfo r = spmd::rendezvous_info(launched.rendezvous, timeout_s);
+  SPMD_CHECK(r.world_size == mesh.size(), "{}={} but mesh {} has {} devices: start {} processes or change mesh.shape",
+             launched.world_size_variable, r.world_size, mesh.describe(), mesh.size(), mesh.size());
+  SPMD_CHECK(max_restarts == 0 || launched.launcher == "spmd-train",
+             "--max-restarts is for spmd-train's own launcher; under {} let it restart the job (exit code 1 means a "
+             "restartable failure) and pass --resume",
+             launched.launcher);
+  if (r.rank == 0 && launched.launcher != "spmd-train") fmt::print("{}\n", launched.description);
+  return r;
+}
+
 int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
   spmd::Config config = spmd::load_config(opt.config_path, opt.overrides);
   spmd::ModelLayout layout = spmd::plan_layout(config);  // layout errors before any process starts
@@ -80,9 +100,9 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
 
   spmd::RendezvousInfo rendezvous;
   rendezvous.timeout_s = config.runtime.timeout_s;
-  if (spmd::rendezvous_from_env(rendezvous)) {  // a worker: ours or torchrun's
-    SPMD_CHECK(rendezvous.world_size == mesh_size, "WORLD_SIZE={} but mesh {} has {} devices", rendezvous.world_size,
-               layout.mesh.describe(), mesh_size);
+  const spmd::EnvMap env = spmd::current_environment();
+  if (auto launched = spmd::detect_launch_env(env)) {  // a worker: ours, torchrun's, srun's or mpirun's
+    rendezvous = check_launch_env(*launched, layout.mesh, opt.max_restarts, config.runtime.timeout_s);
     if (rendezvous.rank == 0) spmd::check_output_dirs(config);
     return run_worker(config, rendezvous, opt.train, rendezvous.local_world_size);
   }
@@ -92,7 +112,7 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
              nproc, opt.launch.nnodes, nproc * opt.launch.nnodes, layout.mesh.describe(), mesh_size);
   SPMD_CHECK(opt.launch.node_rank < opt.launch.nnodes, "--node-rank {} must be below --nnodes {}",
              opt.launch.node_rank, opt.launch.nnodes);
-  if (mesh_size == 1) {  // one process: no rendezvous needed
+  if (mesh_size == 1 && opt.max_restarts == 0) {  // one process: no rendezvous needed
     opt.train.single_process = true;
     spmd::check_output_dirs(config);
     return run_worker(config, rendezvous, opt.train, 1);
@@ -100,7 +120,9 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
   if (opt.launch.node_rank == 0) spmd::check_output_dirs(config);  // before any process starts
   opt.launch.nproc_per_node = nproc;
   opt.launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
-  return spmd::launch_workers(opt.launch, argv);
+  fmt::print("{}\n", spmd::describe_builtin_launch(env, nproc));
+  setenv(spmd::kBuiltinLauncherMark, "spmd-train", 1);
+  return spmd::launch_with_restarts(opt.launch, argv, {opt.max_restarts, config.checkpoint.dir});
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 #include "parallel/layout.h"
 #include "parallel/pipeline_schedule.h"
 #include "comm/backend.h"
+#include "comm/launch_env.h"
 #include "train/launcher.h"
 #include "train/train_state.h"
 #include "util/caching_cpu_allocator.h"
@@ -377,8 +378,9 @@ int run_bench(const BenchOptions& opt, const std::vector<std::string>& argv) {
   const int mesh_size = static_cast<int>(spmd::plan_layout(config).mesh.size());
   spmd::RendezvousInfo rendezvous;
   rendezvous.timeout_s = config.runtime.timeout_s;
-  if (spmd::rendezvous_from_env(rendezvous)) {  // a worker: ours or torchrun's
-    SPMD_CHECK(rendezvous.world_size == mesh_size, "WORLD_SIZE={} but the mesh has {} devices",
+  if (auto launched = spmd::detect_launch_env(spmd::current_environment())) {  // a worker: ours or a launcher's
+    rendezvous = spmd::rendezvous_info(launched->rendezvous, config.runtime.timeout_s);
+    SPMD_CHECK(rendezvous.world_size == mesh_size, "{}={} but the mesh has {} devices", launched->world_size_variable,
                rendezvous.world_size, mesh_size);
     return run_rank(opt, config, rendezvous, false);
   }
@@ -389,6 +391,7 @@ int run_bench(const BenchOptions& opt, const std::vector<std::string>& argv) {
   spmd::LaunchOptions launch;
   launch.nproc_per_node = nproc;
   launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
+  setenv(spmd::kBuiltinLauncherMark, "spmd-train", 1);
   return spmd::launch_workers(launch, argv);
 }
 

@@ -12,6 +12,7 @@
 
 #include "comm/backend.h"
 #include "comm/group.h"
+#include "comm/launch_env.h"
 #include "mesh/mesh.h"
 
 namespace c10d {
@@ -29,6 +30,11 @@ struct RendezvousInfo {
   int master_port = 29500;
   double timeout_s = 300;
 };
+
+// Where a launcher (ours, torchrun, srun, mpirun: comm/launch_env.h) placed this process.
+inline RendezvousInfo rendezvous_info(const LaunchRanks& l, double timeout_s) {
+  return {l.rank, l.world_size, l.local_rank, l.local_world_size, l.master_addr, l.master_port, timeout_s};
+}
 
 class Communicator {
  public:

@@ -47,16 +47,6 @@ std::string describe_status(int status) {
   if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return "stopped";
 }
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long value = std::strtol(v, &end, 10);
-  SPMD_CHECK(end && *end == '\0' && value >= 0 && value < (1 << 30), "environment variable {}='{}' is not a valid "
-             "non-negative integer", name, v);
-  return static_cast<int>(value);
-}
 }  // namespace
 
 int default_threads_per_rank(int local_ranks) {
@@ -82,20 +72,7 @@ int pick_free_port() {
   return port;
 }
 
-bool rendezvous_from_env(RendezvousInfo& info) {
-  if (!std::getenv("RANK")) return false;
-  info.rank = env_int("RANK", 0);
-  info.world_size = env_int("WORLD_SIZE", 1);
-  info.local_rank = env_int("LOCAL_RANK", 0);
-  info.local_world_size = env_int("LOCAL_WORLD_SIZE", info.world_size);
-  const char* addr = std::getenv("MASTER_ADDR");
-  info.master_addr = addr && *addr ? addr : "127.0.0.1";
-  info.master_port = env_int("MASTER_PORT", 29500);
-  SPMD_CHECK(info.rank < info.world_size, "RANK={} is not below WORLD_SIZE={}", info.rank, info.world_size);
-  return true;
-}
-
-int launch_workers(const LaunchOptions& options, const std::vector<std::string>& argv) {
+int launch_workers(const LaunchOptions& options, const std::vector<std::string>& argv, std::string* failure_out) {
   const int world = options.nproc_per_node * options.nnodes;
   int port = options.master_port;
   if (port == 0) {
@@ -239,6 +216,7 @@ int launch_workers(const LaunchOptions& options, const std::vector<std::string>&
     while (w.fd >= 0) drain(w);
   std::fflush(stdout);
   if (!failure.empty()) fmt::print(stderr, "spmd-train: failed: {}\n", failure);
+  if (failure_out) *failure_out = failure;
   return exit_code;
 }
 

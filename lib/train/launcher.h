@@ -4,8 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "comm/communicator.h"
-
 namespace spmd {
 
 struct LaunchOptions {
@@ -21,12 +19,10 @@ struct LaunchOptions {
 };
 
 // Starts the workers as `argv` (argv[0] = this program) and waits. Returns the exit code the
-// launcher should exit with: 0, the failing worker's usage code 2, 1, or 128+signal.
-int launch_workers(const LaunchOptions& options, const std::vector<std::string>& argv);
-
-// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; nullopt-like
-// `false` when RANK is absent. UsageError for malformed values.
-bool rendezvous_from_env(RendezvousInfo& info);
+// launcher should exit with: 0, the failing worker's usage code 2, 1, or 128+signal (a signal
+// to the launcher). `failure`, when given, receives which rank failed and how.
+int launch_workers(const LaunchOptions& options, const std::vector<std::string>& argv,
+                   std::string* failure = nullptr);
 
 int pick_free_port();
 int default_threads_per_rank(int local_ranks);

@@ -4,18 +4,36 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 
+#include "util/durable_file.h"
 #include "util/error.h"
 
 namespace spmd {
 
-MetricsLog::MetricsLog(const std::string& output_dir) : path_(output_dir + "/metrics.jsonl") {
+namespace {
+// The lines of `path` whose step is below `step`; a torn last line (a killed writer) is dropped.
+std::string lines_before_step(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
+        record["step"].get<int64_t>() < step)
+      kept += line + "\n";
+  }
+  return kept;
+}
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& output_dir, int64_t resumed_step) : path_(output_dir + "/metrics.jsonl") {
   std::error_code ec;
   std::filesystem::create_directories(output_dir, ec);
   SPMD_CHECK(!ec, "output.dir '{}' cannot be created: {}", output_dir, ec.message());
-  file_ = std::fopen(path_.c_str(), "w");
+  if (resumed_step >= 0) write_file_durably(path_, lines_before_step(path_, resumed_step));
+  file_ = std::fopen(path_.c_str(), resumed_step >= 0 ? "a" : "w");
   SPMD_CHECK(file_ != nullptr, "output.dir: cannot write {}: {}", path_, std::strerror(errno));
 }
 

@@ -1,5 +1,6 @@
 // Rank 0's outputs: one JSON line per logged step in output.dir/metrics.jsonl, and a progress line.
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -9,7 +10,10 @@ namespace spmd {
 
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& output_dir);  // creates the dir; UsageError if it cannot
+  // Creates the dir (UsageError if it cannot) and starts metrics.jsonl afresh, or, for a run
+  // resumed at `resumed_step`, keeps the lines of the steps before it: a restarted job's file
+  // then holds every step once.
+  explicit MetricsLog(const std::string& output_dir, int64_t resumed_step = -1);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;

@@ -13,6 +13,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "comm/backend.h"
+#include "comm/launch_env.h"
 #include "parallel/layout.h"
 #include "train/launcher.h"
 #include "util/error.h"
@@ -52,6 +53,7 @@ int launch_sampling(const Config& config, int nproc, const std::vector<std::stri
   launch.nproc_per_node = nproc;
   launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
   launch.output_to_stderr = true;  // stdout is the text alone
+  setenv(kBuiltinLauncherMark, "spmd-train", 1);
   const int code = launch_workers(launch, worker_argv);
   if (to_stdout && code == 0) {
     std::ifstream in(text_file, std::ios::binary);
@@ -70,16 +72,18 @@ int run_sample(SampleCli& cli, const std::vector<std::string>& argv) {
   const Config config = sampling_config(cli.options.checkpoint, cli.config_path, cli.overrides);
   const ModelLayout layout = plan_layout(config);
   resolve_runtime(config.runtime);
-  RendezvousInfo rendezvous;
-  rendezvous.timeout_s = config.runtime.timeout_s;
-  if (rendezvous_from_env(rendezvous))  // a worker
-    return run_sample_worker(config, rendezvous, false, cli.options, rendezvous.local_world_size);
-  check_sampling_inputs(config, cli.options);  // once, before any process starts
   const int mesh_size = static_cast<int>(layout.mesh.size());
+  if (auto launched = detect_launch_env(current_environment())) {  // a worker: ours, or an external launcher's
+    SPMD_CHECK(launched->rendezvous.world_size == mesh_size, "{}={} but mesh {} has {} devices",
+               launched->world_size_variable, launched->rendezvous.world_size, layout.mesh.describe(), mesh_size);
+    const RendezvousInfo rendezvous = rendezvous_info(launched->rendezvous, config.runtime.timeout_s);
+    return run_sample_worker(config, rendezvous, false, cli.options, rendezvous.local_world_size);
+  }
+  check_sampling_inputs(config, cli.options);  // once, before any process starts
   SPMD_CHECK(cli.nproc == 0 || cli.nproc == mesh_size,
              "--nproc {}: sampling runs one process per device of mesh {} ({}); change mesh.shape with --set", cli.nproc,
              layout.mesh.describe(), mesh_size);
-  if (mesh_size == 1) return run_sample_worker(config, rendezvous, true, cli.options, 1);
+  if (mesh_size == 1) return run_sample_worker(config, RendezvousInfo{}, true, cli.options, 1);
   return launch_sampling(config, mesh_size, argv, cli.options.text_out.empty());
 }
 

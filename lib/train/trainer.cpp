@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -115,7 +116,6 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   const auto& tc = config.train;
   TrainState state = build_train_state(config, rendezvous, options.single_process);
   const bool leader = state.rank() == 0;
-  std::unique_ptr<MetricsLog> metrics = leader ? std::make_unique<MetricsLog>(config.output.dir) : nullptr;
   if (!test_hooks().dump_init_dir.empty()) dump_parameters(*state.model, test_hooks().dump_init_dir);
   CheckpointState checkpointed = state.checkpoint_view();
   if (options.resume) {
@@ -123,6 +123,8 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
     restore_checkpoint(checkpointed, path);
     if (leader) fmt::print("resumed from {} at step {}\n", path, state.step);
   }
+  std::unique_ptr<MetricsLog> metrics =
+      leader ? std::make_unique<MetricsLog>(config.output.dir, options.resume ? state.step : -1) : nullptr;
   const bool checkpointing = !config.checkpoint.dir.empty();
   int64_t last_saved_step = options.resume ? state.step : -1;
   auto checkpoint = [&]() {
@@ -171,6 +173,7 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   double interval_ms = 0;
   while (state.step < tc.steps) {
     const int64_t step = state.step;
+    if (test_hooks().sigkill_at_step == step && test_hooks().sigkill_rank == state.rank()) raise(SIGKILL);  // tests: a crash
     const auto step_start = std::chrono::steady_clock::now();
     StepResult r = train_step(state);
     graph_bytes = r.graph_bytes;

@@ -18,9 +18,17 @@ int64_t step_of(const std::string& item, const std::string& value) {
   }
   throw UsageError("SPMD_TEST_HOOKS: '" + item + "' needs a step number >= 0 after '@'");
 }
+
+// "N:R" -> the step and the rank of sigkill@N:R.
+void parse_sigkill(TestHooks& hooks, const std::string& item, const std::string& value) {
+  const size_t colon = value.find(':');
+  if (colon == std::string::npos) throw UsageError("SPMD_TEST_HOOKS: '" + item + "' needs STEP:RANK after '@'");
+  hooks.sigkill_at_step = step_of(item, value.substr(0, colon));
+  hooks.sigkill_rank = static_cast<int>(step_of(item, value.substr(colon + 1)));
+}
 }  // namespace
 
-TestHooks parse_test_hooks(const std::string& text) {
+TestHooks parse_test_hooks(const std::string& text, int restart_count) {
   TestHooks hooks;
   std::stringstream items(text);
   std::string item;
@@ -30,8 +38,12 @@ TestHooks parse_test_hooks(const std::string& text) {
     const std::string name = item.substr(0, std::min(at, eq));
     if (name == "nan_loss" && at != std::string::npos) hooks.nan_loss_at_step = step_of(item, item.substr(at + 1));
     else if (name == "crash_in_save" && at != std::string::npos) hooks.crash_in_save_at_step = step_of(item, item.substr(at + 1));
+    else if (name == "sigkill" && at != std::string::npos) {
+      if (restart_count == 0) parse_sigkill(hooks, item, item.substr(at + 1));
+    } else if (name == "sigkill_always" && at != std::string::npos) parse_sigkill(hooks, item, item.substr(at + 1));
     else if (name == "dump_init" && eq != std::string::npos && eq + 1 < item.size()) hooks.dump_init_dir = item.substr(eq + 1);
-    else throw UsageError("SPMD_TEST_HOOKS: unknown hook '" + item + "'; known: nan_loss@STEP, crash_in_save@STEP, dump_init=DIR");
+    else throw UsageError("SPMD_TEST_HOOKS: unknown hook '" + item + "'; known: nan_loss@STEP, crash_in_save@STEP, "
+                           "sigkill@STEP:RANK, sigkill_always@STEP:RANK, dump_init=DIR");
   }
   return hooks;
 }
@@ -39,7 +51,8 @@ TestHooks parse_test_hooks(const std::string& text) {
 const TestHooks& test_hooks() {
   static const TestHooks hooks = [] {
     const char* text = std::getenv("SPMD_TEST_HOOKS");
-    return text ? parse_test_hooks(text) : TestHooks{};
+    const char* attempt = std::getenv("SPMD_RESTART_COUNT");
+    return text ? parse_test_hooks(text, attempt ? std::atoi(attempt) : 0) : TestHooks{};
   }();
   return hooks;
 }

@@ -13,11 +13,15 @@ struct TestHooks {
   int64_t crash_in_save_at_step = -1;  // crash_in_save@N: rank 0 dies inside step N's checkpoint
                                        // save, after the shards are written, before the commit
   std::string dump_init_dir;           // dump_init=DIR: write the initialized global parameters
+  int64_t sigkill_at_step = -1;        // sigkill@N:R: rank R kills itself (SIGKILL) before step N, in
+  int sigkill_rank = -1;               // the launcher's first attempt only (SPMD_RESTART_COUNT unset
+                                       // or 0); sigkill_always@N:R: in every attempt
 };
 
 const TestHooks& test_hooks();
 
 // Parses a SPMD_TEST_HOOKS value (exposed for its unit test).
-TestHooks parse_test_hooks(const std::string& text);
+// `restart_count` is the launcher's attempt (SPMD_RESTART_COUNT), for sigkill@.
+TestHooks parse_test_hooks(const std::string& text, int restart_count = 0);
 
 }  // namespace spmd

@@ -10,11 +10,11 @@
 
 #include "comm/collectives.h"
 #include "comm/communicator.h"
+#include "comm/launch_env.h"
 #include "kernels/kernels.h"
 #include "parallel/fsdp_ops.h"
 #include "parallel/fsdp_prefetch.h"
 #include "parallel/vocab_parallel_loss.h"
-#include "train/launcher.h"
 #include "util/error.h"
 #include "util/guarded_main.h"
 
@@ -238,8 +238,11 @@ void check_group(const Group& g, const std::string& label) {
 
 int main() {
   return guarded_main("collectives_worker", [] {
+    const auto launched = detect_launch_env(current_environment());
+    if (!launched) throw UsageError("run with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set");
     RendezvousInfo info;
-    if (!rendezvous_from_env(info)) throw UsageError("run with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set");
+    info.rank = launched->rendezvous.rank, info.world_size = launched->rendezvous.world_size;
+    info.master_addr = launched->rendezvous.master_addr, info.master_port = launched->rendezvous.master_port;
     info.timeout_s = 60;
     Mesh mesh({2, info.world_size / 2}, {"data", "model"});
     Communicator comm(info, mesh);
