@@ -9,7 +9,8 @@
 #include "config/config.h"
 #include "parallel/layout.h"
 #include "train/launcher.h"
-#include "train/output_dirs.h"
+#include "train/preflight.h"
+#include "train/preflight_ranks.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
 #include "util/caching_cpu_allocator.h"
@@ -43,7 +44,19 @@ struct TrainCliOptions {
   spmd::TrainOptions train;
 };
 
+constexpr const char* kExamples = R"(
+Examples:
+  spmd-train --config configs/default.yaml
+      4 worker processes on a 2x2 (data, model) mesh; one line per logged step
+  spmd-train --config configs/default.yaml --set mesh.shape=[4,1] --set train.steps=200
+      the same run as pure data parallelism, shorter, without editing the file
+  spmd-train --config configs/default.yaml --resume
+      continue from the newest checkpoint in checkpoint.dir
+Check a layout and its memory before training: spmd-inspect --config FILE. Config files: configs/README.md.
+)";
+
 void setup_train(CLI::App& app, TrainCliOptions& opt) {
+  app.footer(kExamples);
   app.add_option("-c,--config", opt.config_path, "YAML config file (required unless a subcommand is given)");
   app.add_option("--set", opt.overrides, "override a key: dotted.key=YAML_VALUE (repeatable)");
   app.add_option("--nproc", opt.nproc, "worker processes on this node (default: mesh size / nnodes)")
@@ -82,7 +95,7 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
   if (spmd::rendezvous_from_env(rendezvous)) {  // a worker: ours or torchrun's
     SPMD_CHECK(rendezvous.world_size == mesh_size, "WORLD_SIZE={} but mesh {} has {} devices", rendezvous.world_size,
                layout.mesh.describe(), mesh_size);
-    if (rendezvous.rank == 0) spmd::check_output_dirs(config);
+    if (!spmd::launched_by_spmd_train()) spmd::preflight_across_ranks(config, opt.train, rendezvous);
     return run_worker(config, rendezvous, opt.train, rendezvous.local_world_size);
   }
   int nproc = opt.nproc > 0 ? opt.nproc : mesh_size / opt.launch.nnodes;
@@ -93,10 +106,11 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
              opt.launch.node_rank, opt.launch.nnodes);
   if (mesh_size == 1) {  // one process: no rendezvous needed
     opt.train.single_process = true;
-    spmd::check_output_dirs(config);
+    spmd::preflight_check(config, opt.train);
     return run_worker(config, rendezvous, opt.train, 1);
   }
-  if (opt.launch.node_rank == 0) spmd::check_output_dirs(config);  // before any process starts
+  spmd::preflight_check(config, opt.train);  // every input, once, before any process starts
+  spmd::mark_launched_workers();
   opt.launch.nproc_per_node = nproc;
   opt.launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
   return spmd::launch_workers(opt.launch, argv);
@@ -105,7 +119,7 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return spmd::guarded_main(std::getenv("RANK") ? fmt::format("spmd-train[rank {}]", std::getenv("RANK")) : "spmd-train", [&] {
+  return spmd::guarded_main(spmd::program_label("spmd-train"), [&] {
     CLI::App app{"spmd-train: GPT-2 training over a named device mesh"};
     TrainCliOptions opt;
     setup_train(app, opt);

@@ -20,6 +20,8 @@ class Store;
 
 namespace spmd {
 
+struct ConnectedStore;  // comm/rendezvous_store.h
+
 struct RendezvousInfo {
   int rank = 0;
   int world_size = 1;
@@ -28,6 +30,7 @@ struct RendezvousInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   double timeout_s = 300;
+  std::shared_ptr<ConnectedStore> store;  // connected early (the pre-launch verdict); null: connect here
 };
 
 class Communicator {

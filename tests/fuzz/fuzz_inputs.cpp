@@ -490,7 +490,7 @@ std::string inspect_case(const std::string& text, const std::string& name,
                              config.resolved_yaml, again.resolved_yaml));
     if (!show.empty()) {
       stage = "inspect --show";
-      spmd::inspect_text(config, layout, show);
+      spmd::inspect_text(config, layout, spmd::InspectTextOptions{show, false, std::nullopt});
     }
     return "ok";
   } catch (const spmd::UsageError& e) {
