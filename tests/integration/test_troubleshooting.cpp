@@ -110,7 +110,7 @@ TEST_CASE("troubleshooting: each newcomer mistake exits 2 before any worker, nam
     argv.insert(argv.end(), m.args.begin(), m.args.end());
     auto r = run_process(argv, {}, 60);
     CHECK_MESSAGE(r.exit_code == 2, r.output);
-    for (const auto& e : m.expect) CHECK_MESSAGE(r.output.find(e) != std::string::npos, e, "\n", r.output);
+    for (const auto& e : m.expect) CHECK_MESSAGE(r.output.find(e) != std::string::npos, e + "\n" + r.output);
     CHECK_MESSAGE(r.output.find("[rank") == std::string::npos, r.output);  // no worker started
     CHECK(r.output.find("step ") == std::string::npos);
     std::string command = "spmd-train";
