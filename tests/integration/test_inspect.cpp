@@ -105,7 +105,7 @@ TEST_CASE("inspect: broken configs exit 2 with a message naming the culprit") {
       {"unknown_key", base + "model: {n_layers: 2}\n", "n_layers", {}},
       {"bad_type", base + "model: {n_layer: two}\n", "model.n_layer", {}},
       {"negative", base + "model: {n_embd: -8}\n", "model.n_embd", {}},
-      {"indivisible", base + "model: {n_embd: 32, n_head: 2}\ndata: {batch_size: 3}\n", "divisible", {}},
+      {"indivisible", base + "model: {n_embd: 32, n_head: 2}\ndata: {batch_size: 3}\n", "does not divide over mesh axis 'data' of size 2", {}},
       {"indivisible_heads", base + "model: {n_embd: 24, n_head: 3}\n", "dim 2 (logical axis 'heads', model.n_head = 3) does not divide over mesh axis 'model' of size 2", {}},
       {"unknown_axis", "mesh: {shape: [2, 2], axes: [data, model]}\nsharding_rules: [[batch, dp]]\n", "'dp'", {}},
       {"unknown_logical", "mesh: {shape: [2], axes: [data]}\nsharding_rules: [[batch, data]]\n", "which no sharding rule mentions", {}},

@@ -74,11 +74,11 @@ std::vector<Mistake> mistakes(const Workspace& ws) {
        {"data.train", "token ids up to 64", "model.vocab_size to at least 65"}},
       {"model.block_size longer than the data", {"--set", "model.block_size=8192"}, {"data.train", "model.block_size"}},
       {"config file that does not exist", {"--config", d + "/absent.yaml"}, {"absent.yaml"}, false},
-      {"YAML syntax error", {"--config", d + "/broken.yaml"}, {"broken.yaml:3:"}, false},
+      {"YAML syntax error", {"--config", d + "/broken.yaml"}, {"broken.yaml:4:1: YAML syntax error"}, false},
       {"checkpoint dir that cannot be written", {"--set", "checkpoint.dir=" + d + "/a-file/ck"}, {"checkpoint.dir"}},
       {"unknown backend", {"--set", "runtime.backend=mpi"}, {"runtime.backend", "mpi"}},
       {"n_embd not divisible by n_head", {"--set", "model.n_head=3"}, {"model.n_embd", "model.n_head = 3"}},
-      {"train.microbatches that do not split the batch", {"--set", "train.microbatches=3"}, {"train.microbatches = 3"}},
+      {"train.microbatches that do not split the batch", {"--set", "train.microbatches=5"}, {"train.microbatches = 5"}},
       {"a prepared dataset's directory as data.train", {"--set", "data.train=" + d + "/prepared"}, {"meta.json", "train.bin"}},
       {"--resume without checkpoint.dir", {"--resume"}, {"checkpoint.dir"}},
   };
@@ -110,7 +110,7 @@ TEST_CASE("troubleshooting: each newcomer mistake exits 2 before any worker, nam
     argv.insert(argv.end(), m.args.begin(), m.args.end());
     auto r = run_process(argv, {}, 60);
     CHECK_MESSAGE(r.exit_code == 2, r.output);
-    for (const auto& e : m.expect) CHECK_MESSAGE(r.output.find(e) != std::string::npos, e + "\n" + r.output);
+    for (const auto& e : m.expect) CHECK_MESSAGE(r.output.find(e) != std::string::npos, (e + "\n" + r.output));
     CHECK_MESSAGE(r.output.find("[rank") == std::string::npos, r.output);  // no worker started
     CHECK(r.output.find("step ") == std::string::npos);
     std::string command = "spmd-train";
