@@ -10,7 +10,8 @@
 #include "config/config.h"
 #include "parallel/layout.h"
 #include "train/launcher.h"
-#include "train/output_dirs.h"
+#include "train/preflight.h"
+#include "train/preflight_ranks.h"
 #include "train/restarts.h"
 #include "train/sample_command.h"
 #include "train/stop_signal.h"
@@ -47,7 +48,19 @@ struct TrainCliOptions {
   spmd::TrainOptions train;
 };
 
+constexpr const char* kExamples = R"(
+Examples:
+  spmd-train --config configs/default.yaml
+      4 worker processes on a 2x2 (data, model) mesh; one line per logged step
+  spmd-train --config configs/default.yaml --set mesh.shape=[4,1] --set train.steps=200
+      the same run as pure data parallelism, shorter, without editing the file
+  spmd-train --config configs/default.yaml --resume
+      continue from the newest checkpoint in checkpoint.dir
+Check a layout and its memory before training: spmd-inspect --config FILE. Config files: configs/README.md.
+)";
+
 void setup_train(CLI::App& app, TrainCliOptions& opt) {
+  app.footer(kExamples);
   app.add_option("-c,--config", opt.config_path, "YAML config file (required unless a subcommand is given)");
   app.add_option("--set", opt.overrides, "override a key: dotted.key=YAML_VALUE (repeatable)");
   app.add_option("--nproc", opt.nproc, "worker processes on this node (default: mesh size / nnodes)")
@@ -103,7 +116,8 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
   const spmd::EnvMap env = spmd::current_environment();
   if (auto launched = spmd::detect_launch_env(env)) {  // a worker: ours, torchrun's, srun's or mpirun's
     rendezvous = check_launch_env(*launched, layout.mesh, opt.max_restarts, config.runtime.timeout_s);
-    if (rendezvous.rank == 0) spmd::check_output_dirs(config);
+    // Our launcher checked the inputs before starting us; under another, rank 0 checks for all.
+    if (!spmd::launched_by_spmd_train()) spmd::preflight_across_ranks(config, opt.train, rendezvous);
     return run_worker(config, rendezvous, opt.train, rendezvous.local_world_size);
   }
   int nproc = opt.nproc > 0 ? opt.nproc : mesh_size / opt.launch.nnodes;
@@ -114,21 +128,21 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
              opt.launch.node_rank, opt.launch.nnodes);
   if (mesh_size == 1 && opt.max_restarts == 0) {  // one process: no rendezvous needed
     opt.train.single_process = true;
-    spmd::check_output_dirs(config);
+    spmd::preflight_check(config, opt.train);
     return run_worker(config, rendezvous, opt.train, 1);
   }
-  if (opt.launch.node_rank == 0) spmd::check_output_dirs(config);  // before any process starts
+  spmd::preflight_check(config, opt.train);  // every input, once, before any process starts
+  spmd::mark_launched_workers();
   opt.launch.nproc_per_node = nproc;
   opt.launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
   fmt::print("{}\n", spmd::describe_builtin_launch(env, nproc));
-  setenv(spmd::kBuiltinLauncherMark, "spmd-train", 1);
   return spmd::launch_with_restarts(opt.launch, argv, {opt.max_restarts, config.checkpoint.dir});
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return spmd::guarded_main(std::getenv("RANK") ? fmt::format("spmd-train[rank {}]", std::getenv("RANK")) : "spmd-train", [&] {
+  return spmd::guarded_main(spmd::program_label("spmd-train"), [&] {
     CLI::App app{"spmd-train: GPT-2 training over a named device mesh"};
     TrainCliOptions opt;
     setup_train(app, opt);

@@ -35,6 +35,7 @@
 #include "comm/backend.h"
 #include "comm/launch_env.h"
 #include "train/launcher.h"
+#include "train/preflight_ranks.h"
 #include "train/train_state.h"
 #include "util/caching_cpu_allocator.h"
 #include "util/error.h"
@@ -391,7 +392,7 @@ int run_bench(const BenchOptions& opt, const std::vector<std::string>& argv) {
   spmd::LaunchOptions launch;
   launch.nproc_per_node = nproc;
   launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
-  setenv(spmd::kBuiltinLauncherMark, "spmd-train", 1);
+  spmd::mark_launched_workers();
   return spmd::launch_workers(launch, argv);
 }
 

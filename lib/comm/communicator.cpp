@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "comm/backend_factory.h"
+#include "comm/rendezvous_store.h"
 #include "util/error.h"
 #include "util/exception_text.h"
 
@@ -30,18 +30,7 @@ Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh, const R
   SPMD_CHECK(info.world_size == mesh.size(),
              "the world has {} processes but mesh {} has {} devices; set --nproc or mesh.shape so they match",
              info.world_size, mesh.describe(), mesh.size());
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(info.master_port);
-  options.isServer = info.rank == 0;
-  options.numWorkers = info.world_size;
-  options.waitWorkers = true;
-  options.timeout = timeout_;
-  try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
-  } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format("rendezvous with {}:{} failed for rank {} (timeout {:.0f} s): {}",
-                                   info.master_addr, info.master_port, info.rank, info.timeout_s, exception_text(e)));
-  }
+  store_ = (info.store ? info.store : connect_store(info))->store;
   // Gloo binds to an address its peers can reach: loopback when every rank is on this host,
   // otherwise this host's own interface (an empty address_ lets make_backend choose it).
   address_ = info.local_world_size == info.world_size ? "127.0.0.1" : "";

@@ -21,6 +21,8 @@ class Store;
 
 namespace spmd {
 
+struct ConnectedStore;  // comm/rendezvous_store.h
+
 struct RendezvousInfo {
   int rank = 0;
   int world_size = 1;
@@ -29,6 +31,7 @@ struct RendezvousInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   double timeout_s = 300;
+  std::shared_ptr<ConnectedStore> store;  // connected early (the pre-launch verdict); null: connect here
 };
 
 // Where a launcher (ours, torchrun, srun, mpirun: comm/launch_env.h) placed this process.

@@ -2,6 +2,7 @@
 // per-map reader that rejects unknown keys and converts values. Every error is a UsageError
 // "<where>: <dotted.key>: <what>", where <where> is name:line:col or the `--set` that set it.
 #pragma once
+#include "util/did_you_mean.h"  // did_you_mean: the config's unknown keys
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -104,8 +105,5 @@ std::string describe_yaml(const YAML::Node& node);
 // The node's own mark, or `fallback` when it has none worth showing (null or synthetic nodes).
 YAML::Mark mark_or(const YAML::Node& node, const YAML::Mark& fallback);
 
-// " (did you mean 'x'?)" for the candidate closest to `word` by edit distance, or "" if none is
-// close enough to be a plausible typo.
-std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
 }  // namespace spmd

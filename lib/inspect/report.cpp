@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 
 #include "inspect/memory_estimate.h"
+#include "inspect/memory_verdict.h"
+#include "inspect/param_groups.h"
 #include "inspect/pipeline_report.h"
 #include "inspect/text_table.h"
 #include "mesh/render.h"
@@ -56,23 +58,36 @@ std::string activations_label(const MemoryEstimate& e) {
 // "0", "0,3": the pipeline stages holding a parameter.
 std::string stages_text(const ParamLayout& p) { return fmt::format("{}", fmt::join(p.sharding.placement().indices, ",")); }
 
-// One row per parameter; a `stages` column when the blocks are staged over a mesh axis.
-std::string params_table_text(const ModelLayout& layout) {
+// One row per parameter (or per repeated block parameter, with a count, unless `all_rows`); a
+// `stages` column when the blocks are staged over a mesh axis.
+std::string params_table_text(const ModelLayout& layout, bool all_rows) {
   const bool staged = layout.pipeline.stages() > 1;
-  std::vector<std::vector<std::string>> rows{
-      {"parameter", "global shape", "logical axes", "spec", "shard shape", "bytes/device"}};
-  if (staged) rows[0].push_back("stages");
+  std::vector<ParamRow> params;
   for (const auto& p : layout.params) {
-    rows.push_back({p.info.name, shape_text(p.info.shape), logical_text(p.info.logical),
-                    p.sharding.spec().to_string(), shape_text(p.sharding.shard_shape()),
-                    human_bytes(p.sharding.shard_numel() * 4)});
-    if (staged) rows.back().push_back(stages_text(p));
+    params.push_back({p.info.name,
+                      {shape_text(p.info.shape), logical_text(p.info.logical), p.sharding.spec().to_string(),
+                       shape_text(p.sharding.shard_shape()), human_bytes(p.sharding.shard_numel() * 4)}});
+    if (staged) params.back().cells.push_back(stages_text(p));
   }
-  return text_table(rows, "lllllrl");
+  std::vector<FoldedRow> folded;
+  if (all_rows) for (auto& p : params) folded.push_back({p.name, p.cells, 1});
+  else folded = fold_repeated_blocks(params);
+  std::vector<std::vector<std::string>> rows{
+      {"parameter", "count", "global shape", "logical axes", "spec", "shard shape", "bytes/device"}};
+  if (staged) rows[0].push_back("stages");
+  for (const auto& f : folded) {
+    rows.push_back({f.name, f.count > 1 ? fmt::format("x{}", f.count) : ""});
+    rows.back().insert(rows.back().end(), f.cells.begin(), f.cells.end());
+  }
+  std::string note = all_rows || folded.size() == params.size()
+                         ? ""
+                         : fmt::format("({} parameters in {} rows; bytes/device is per parameter; --all lists each)\n",
+                                       params.size(), folded.size());
+  return text_table(rows, "llllllrl") + note;
 }
 
 // This mesh's fullest device (its fullest pipeline stage's) next to one device holding everything.
-std::string memory_text(const Config& config, const ModelLayout& layout) {
+std::string memory_text(const Config& config, const ModelLayout& layout, std::optional<int64_t> device_bytes) {
   const auto stages = estimate_stages(layout, config);
   const int64_t fullest = fullest_stage(stages);
   const MemoryEstimate& sharded = stages[static_cast<size_t>(fullest)];
@@ -93,8 +108,9 @@ std::string memory_text(const Config& config, const ModelLayout& layout) {
   line(activations_label(sharded), sharded.activations, single.activations);
   line("total", sharded.total(), single.total());
   const auto& m = config.model;
-  return "\n" + text_table(rows, "lrrr") +
-         fmt::format("  ({} parameters; {} of them in position embeddings)\n", gpt2_num_params(m), m.block_size * m.n_embd);
+  return text_table(rows, "lrrr") +
+         fmt::format("  ({} parameters; {} of them in position embeddings)\n", gpt2_num_params(m), m.block_size * m.n_embd) +
+         "verdict: " + memory_verdict(sharded, config, device_bytes) + "\n";
 }
 
 // --show NAME: the parameter's blocks over the mesh.
@@ -117,11 +133,11 @@ nlohmann::json spec_to_json(const PartitionSpec& spec) {
   return out;
 }
 
-std::string inspect_text(const Config& config, const ModelLayout& layout,
-                         const std::vector<std::string>& show_params) {
+std::string inspect_text(const Config& config, const ModelLayout& layout, const InspectTextOptions& options) {
   const auto& mesh = layout.mesh;
   const auto& m = config.model;
-  std::string out = fmt::format("mesh {}: {} devices\n{}\n", mesh.describe(), mesh.size(), render_mesh(mesh));
+  std::string out = memory_text(config, layout, options.device_bytes) + "\n";
+  out += fmt::format("mesh {}: {} devices\n{}\n", mesh.describe(), mesh.size(), render_mesh(mesh));
   const int64_t per_rank = config.data.batch_size / layout.dp_size(), microbatches = config.train.microbatches;
   out += fmt::format("batch {} over {} (data-parallel degree {}, {} sequences per rank{})\n",
                      config.data.batch_size,
@@ -134,12 +150,10 @@ std::string inspect_text(const Config& config, const ModelLayout& layout,
     out += fmt::format("vocab {} padded to {} so the vocab dim divides its shards ({} padding rows, "
                        "masked out of the loss)\n",
                        m.vocab_size, layout.padded_vocab, layout.padded_vocab - m.vocab_size);
-  out += "\n";
-
-  out += params_table_text(layout) + memory_text(config, layout);
+  out += "\n" + params_table_text(layout, options.all_rows);
   if (const std::string pipeline = pipeline_text(config, layout); !pipeline.empty()) out += "\n" + pipeline;
 
-  for (const auto& name : show_params) out += "\n" + show_text(layout, name);
+  for (const auto& name : options.show_params) out += "\n" + show_text(layout, name);
   return out;
 }
 
@@ -175,6 +189,7 @@ nlohmann::json inspect_json(const Config& config, const ModelLayout& layout) {
                           {"param_bytes_per_device", sharded.params},
                           {"per_device", memory_json(sharded)},
                           {"per_device_stage", fullest},
+                          {"dominant_term", dominant_term(sharded)},
                           {"single_device", memory_json(single)}}}};
   if (staged) out["pipeline"] = pipeline_json(config, layout);
   return out;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "util/did_you_mean.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -155,8 +156,9 @@ LogicalRules::LogicalRules(std::vector<ShardingRule> rules, const Mesh& mesh) : 
     std::set<std::string> seen;
     for (const auto& axis : rules_[i].mesh_axes) {
       SPMD_CHECK(mesh.has_axis(axis),
-                 "sharding_rules[{}] ('{}' -> {}) names mesh axis '{}', but the mesh's axes are {}",
-                 i, rules_[i].logical, quote_axes(rules_[i].mesh_axes), axis, mesh.axes());
+                 "sharding_rules[{}] ('{}' -> {}) names mesh axis '{}'{}, but the mesh's axes are {} (mesh.axes)",
+                 i, rules_[i].logical, quote_axes(rules_[i].mesh_axes), axis, did_you_mean(axis, mesh.axes()),
+                 mesh.axes());
       SPMD_CHECK(seen.insert(axis).second, "sharding_rules[{}] ('{}') repeats mesh axis '{}'", i,
                  rules_[i].logical, axis);
     }

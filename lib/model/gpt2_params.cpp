@@ -55,6 +55,25 @@ std::vector<ParamInfo> gpt2_param_table(const ModelConfig& c, int64_t padded_voc
   return table;
 }
 
+std::vector<SizeSource> gpt2_size_sources(const ModelConfig& c) {
+  const int64_t H = c.n_head, C = c.n_embd;
+  // n_embd must stay a multiple of n_head (config validation): other values are no way out.
+  auto embd = [H](int64_t factor) {
+    return [H, factor](int64_t v) { return v % H == 0 ? factor * v : int64_t{-1}; };
+  };
+  const std::string keep = fmt::format("a multiple of model.n_head = {}", H);
+  return {
+      {"heads", "model.n_head", "model.n_head", H, [](int64_t v) { return v; },
+       fmt::format("model.n_embd = {} must stay a multiple of it", C)},
+      {"embed", "model.n_embd", "model.n_embd", C, embd(1), keep},
+      {"mlp", "model.n_embd", "4 x model.n_embd", C, embd(4), keep},
+      {"kv", "model.n_embd", "model.n_embd / model.n_head", C,
+       [H](int64_t v) { return v % H == 0 ? v / H : int64_t{-1}; }, keep},
+      {"seq", "model.block_size", "model.block_size", c.block_size, [](int64_t v) { return v; }, ""},
+      {"vocab", "model.vocab_size", "model.vocab_size", c.vocab_size, [](int64_t v) { return v; }, ""},
+  };
+}
+
 int64_t gpt2_num_params(const ModelConfig& config, bool include_position_embedding) {
   int64_t n = 0;
   for (const auto& p : gpt2_param_table(config, config.vocab_size)) {

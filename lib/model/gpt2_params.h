@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "mesh/size_hint.h"
 
 namespace spmd {
 
@@ -37,6 +38,9 @@ inline const std::vector<std::string>& gpt2_logical_names() {
   static const std::vector<std::string> names{"batch", "seq", "vocab", "embed", "heads", "kv", "mlp", "layers"};
   return names;
 }
+
+// Which config key sets each logical axis's size (for layout errors that name the fix).
+std::vector<SizeSource> gpt2_size_sources(const ModelConfig& config);
 
 // All parameters in a fixed order. `padded_vocab` >= config.vocab_size rows of the embedding.
 std::vector<ParamInfo> gpt2_param_table(const ModelConfig& config, int64_t padded_vocab);

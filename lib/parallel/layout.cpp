@@ -5,6 +5,8 @@
 
 #include <fmt/ranges.h>
 
+#include "mesh/size_hint.h"
+#include "util/did_you_mean.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -55,6 +57,29 @@ void check_sequence_parallel(const Config& config, const LogicalRules& rules, co
                fmt::join(seq_axes, ", "), name, axes.empty() ? "null" : fmt::format("{}", fmt::join(axes, ", ")),
                fmt::join(seq_axes, ", "));
   }
+}
+
+// A rule for a logical name nothing uses is a typo until shown otherwise: `[embd, null]` would
+// otherwise surface later as "embed has no rule".
+void check_rule_names(const Config& config) {
+  const auto& known = gpt2_logical_names();
+  for (size_t i = 0; i < config.sharding_rules.size(); ++i) {
+    const auto& rule = config.sharding_rules[i];
+    if (std::find(known.begin(), known.end(), rule.logical) != known.end()) continue;
+    throw UsageError(fmt::format(
+        "sharding_rules[{}] [{}, {}]: no parameter or activation has logical axis '{}'{}; the model's logical axes "
+        "are {}",
+        i, rule.logical, rule.mesh_axes.empty() ? "null" : fmt::format("{}", fmt::join(rule.mesh_axes, ", ")),
+        rule.logical, did_you_mean(rule.logical, known), fmt::join(known, ", ")));
+  }
+}
+
+// Where each logical axis's size comes from: the model's table, plus the batch.
+std::vector<SizeSource> size_sources(const Config& config) {
+  auto sources = gpt2_size_sources(config.model);
+  sources.push_back({"batch", "data.batch_size", "data.batch_size", config.data.batch_size,
+                     [](int64_t v) { return v; }, ""});
+  return sources;
 }
 
 // The axes of `axes` a sharding does not use.
@@ -177,12 +202,16 @@ const ParamLayout& ModelLayout::param(const std::string& name) const {
 }
 
 ModelLayout plan_layout(const Config& config) {
+  check_rule_names(config);
   Mesh mesh(config.mesh.shape, config.mesh.axes);
   LogicalRules rules(config.sharding_rules, mesh);
   const auto& m = config.model;
+  const auto sources = size_sources(config);
 
   // Activations at block boundaries: ('batch', 'seq', 'embed').
   PartitionSpec activation_spec = rules.resolve({"batch", "seq", "embed"}, "activations (batch, seq, embed)");
+  check_dims_divide(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd}, {"batch", "seq", "embed"},
+                    sources, "activations (batch, seq, embed)");
   NamedSharding activation_sharding(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd},
                                     "activations (batch, seq, embed) with data.batch_size");
   std::vector<std::string> batch_axes = activation_spec.axes_of(0);
@@ -200,6 +229,7 @@ ModelLayout plan_layout(const Config& config) {
                      plan_pipeline(config, mesh, batch_axes)};
   for (auto& info : gpt2_param_table(m, padded_vocab)) {
     PartitionSpec spec = rules.resolve(info.logical, info.name);
+    check_dims_divide(mesh, spec, info.shape, info.logical, sources, info.name);
     NamedSharding sharding(mesh, spec, info.shape, info.name, placement_of(info, layout.pipeline));
     std::vector<std::vector<std::string>> fsdp(info.shape.size()), tp(info.shape.size());
     for (size_t d = 0; d < info.shape.size(); ++d) {

@@ -16,6 +16,7 @@
 #include "comm/launch_env.h"
 #include "parallel/layout.h"
 #include "train/launcher.h"
+#include "train/preflight_ranks.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -53,7 +54,7 @@ int launch_sampling(const Config& config, int nproc, const std::vector<std::stri
   launch.nproc_per_node = nproc;
   launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
   launch.output_to_stderr = true;  // stdout is the text alone
-  setenv(kBuiltinLauncherMark, "spmd-train", 1);
+  mark_launched_workers();
   const int code = launch_workers(launch, worker_argv);
   if (to_stdout && code == 0) {
     std::ifstream in(text_file, std::ios::binary);

@@ -1,6 +1,7 @@
 // spmd-inspect run as a real process: every shipped config, JSON totals, broken configs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,14 @@ const char* kPipelineYaml = "mesh: {shape: [2, 4], axes: [data, stage]}\n"
                             "model: {vocab_size: 72, block_size: 16, n_layer: 4, n_head: 8, n_embd: 32}\n"
                             "data: {batch_size: 16}\n"
                             "train: {microbatches: 8}\n";
+
+// The line holding `needle` ("" when none).
+std::string line_of(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  if (at == std::string::npos) return "";
+  const size_t begin = text.rfind('\n', at) + 1;  // npos + 1 == 0
+  return text.substr(begin, text.find('\n', at) - begin);
+}
 
 bool holds(const nlohmann::json& stage, const std::string& param) {
   for (const auto& name : stage["params"])
@@ -96,8 +105,8 @@ TEST_CASE("inspect: broken configs exit 2 with a message naming the culprit") {
       {"unknown_key", base + "model: {n_layers: 2}\n", "n_layers", {}},
       {"bad_type", base + "model: {n_layer: two}\n", "model.n_layer", {}},
       {"negative", base + "model: {n_embd: -8}\n", "model.n_embd", {}},
-      {"indivisible", base + "model: {n_embd: 32, n_head: 2}\ndata: {batch_size: 3}\n", "divisible", {}},
-      {"indivisible_heads", base + "model: {n_embd: 24, n_head: 3}\n", "dim 2 of size 3", {}},
+      {"indivisible", base + "model: {n_embd: 32, n_head: 2}\ndata: {batch_size: 3}\n", "does not divide over mesh axis 'data' of size 2", {}},
+      {"indivisible_heads", base + "model: {n_embd: 24, n_head: 3}\n", "dim 2 (logical axis 'heads', model.n_head = 3) does not divide over mesh axis 'model' of size 2", {}},
       {"unknown_axis", "mesh: {shape: [2, 2], axes: [data, model]}\nsharding_rules: [[batch, dp]]\n", "'dp'", {}},
       {"unknown_logical", "mesh: {shape: [2], axes: [data]}\nsharding_rules: [[batch, data]]\n", "which no sharding rule mentions", {}},
       {"bad_set", base, "--set", {"--set", "model.n_layer=-1"}},
@@ -118,6 +127,30 @@ TEST_CASE("inspect: broken configs exit 2 with a message naming the culprit") {
   CHECK(missing.output.find("absent.yaml") != std::string::npos);
   auto no_args = inspect({});
   CHECK(no_args.exit_code == 2);
+}
+
+TEST_CASE("inspect: GPT-2 124M fits on one screen, memory verdict first; JSON and --all list every parameter") {
+  const std::string config = source_path("configs/gpt2-124m.yaml");
+  auto text = inspect({"--config", config, "--device-memory", "80GiB"});
+  REQUIRE_MESSAGE(text.exit_code == 0, text.output);
+  CHECK_MESSAGE(std::count(text.output.begin(), text.output.end(), '\n') <= 50, text.output);
+  CHECK(text.output.find("memory per device") < text.output.find("parameter "));
+  CHECK(text.output.find("verdict: fits in 80.00 GiB per device") != std::string::npos);
+  CHECK(line_of(text.output, "h.{0..11}.attn.c_attn.weight").find(" x12 ") != std::string::npos);
+  CHECK(text.output.find("h.3.") == std::string::npos);
+
+  auto tight = inspect({"--config", config, "--device-memory", "1GiB"});
+  CHECK_MESSAGE(tight.output.find("verdict: does not fit in 1.00 GiB per device") != std::string::npos, tight.output);
+  CHECK(tight.output.find("the largest term is") != std::string::npos);
+  auto bad = inspect({"--config", config, "--device-memory", "lots"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("--device-memory 'lots'") != std::string::npos);
+
+  auto all = inspect({"--config", config, "--all"});
+  CHECK(all.output.find("h.3.attn.c_attn.weight") != std::string::npos);
+  const auto json = inspect_json_of(config);
+  CHECK(json["params"].size() == 2 + 12 * 12 + 2);  // wte, wpe; 12 per block with biases; ln_f
+  CHECK(json["totals"]["dominant_term"].is_string());
 }
 
 TEST_CASE("inspect: the GPT-2 124M configs hold GPT-2 small's 124,439,808 parameters") {
