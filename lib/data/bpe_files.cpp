@@ -104,7 +104,7 @@ BpeTokenizer read_vocab_and_merges(const std::string& vocab_path, const std::str
     merges.push_back(merge_of_line(v, line, fmt::format("{}:{}", merges_path, line_no)));
   }
   const int32_t eot = ensure_eot(v);
-  return BpeTokenizer(std::move(v.tokens), std::move(merges), eot, merges_path);
+  return BpeTokenizer(std::move(v.tokens), std::move(merges), eot, vocab_path);
 }
 
 BpeTokenizer read_tokenizer_json(const std::string& path) {

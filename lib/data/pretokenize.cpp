@@ -11,9 +11,14 @@
 namespace spmd {
 namespace {
 
-// GPT-2's pattern. \s here is PCRE2's UCP \s; see README "Tokenizers" for how it compares.
+// GPT-2's pattern with \s spelled out as Unicode's White_Space property (tab..CR, NEL, the Z
+// category), which is what Hugging Face tokenizers' regex engine means by \s; PCRE2's UCP \s
+// would also take U+180E, which tokenizers treats as punctuation.
+#define SPMD_WS "\\t-\\r\\x{85}\\p{Z}"
 constexpr const char* kPattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" SPMD_WS "\\p{L}\\p{N}]+"
+    "|[" SPMD_WS "]+(?![^" SPMD_WS "])|[" SPMD_WS "]+";
+#undef SPMD_WS
 
 // The compiled pattern, shared read-only by all instances (PCRE2 code is thread-safe to match).
 const pcre2_code* compiled_pattern() {
@@ -86,10 +91,12 @@ void Pretokenizer::split(std::string_view text, std::vector<std::string_view>& w
 }
 
 size_t next_safe_cut(std::string_view text, size_t from) {
-  for (size_t p = std::max<size_t>(from, 1); p < text.size(); ++p) {
-    const auto c = static_cast<unsigned char>(text[p]);
-    if (text[p - 1] == '\n' && c > 0x20 && c < 0x7F) return p;
-  }
+  auto graphic = [&](size_t i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    return c > 0x20 && c < 0x7F;
+  };
+  for (size_t p = std::max<size_t>(from, 2); p < text.size(); ++p)
+    if (text[p - 1] == '\n' && graphic(p) && graphic(p - 2)) return p;
   return text.size();
 }
 

@@ -6,6 +6,8 @@
 #include <random>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "bpe_test_text.h"
 #include "data/bpe.h"
 #include "data/bpe_files.h"
@@ -55,6 +57,11 @@ TEST_CASE("bpe: the pre-tokenizer splits as GPT-2's pattern") {
   CHECK(split_words("Ελληνικά καλά 日本語 ١٢٣") ==
         std::vector<std::string>{"Ελληνικά", " καλά", " 日本語", " ١٢٣"});
   CHECK(split_words("trailing   ") == std::vector<std::string>{"trailing", "   "});
+  // \s is Unicode White_Space (as tokenizers): VT and NEL are spaces, U+180E and U+001C are not.
+  CHECK(split_words("a\v\vb\u0085\u0085c") ==
+        std::vector<std::string>{"a", "\v", "\v", "b", "\u0085", "\u0085", "c"});
+  CHECK(split_words("a\u180e\u180eb\x1c\x1c") ==
+        std::vector<std::string>{"a", "\u180e\u180e", "b", "\x1c\x1c"});
   // Invalid UTF-8 bytes form words of their own.
   CHECK(split_words("a\xff\xfe" "b \xc3") == std::vector<std::string>{"a", "\xff\xfe", "b", " ", "\xc3"});
 }
@@ -139,7 +146,7 @@ TEST_CASE("bpe: vocab.json + merges.txt and tokenizer.json read back the same to
     strings.push_back(line);
     pairs.push_back({line.substr(0, line.find(' ')), line.substr(line.find(' ') + 1)});
   }
-  for (const auto& list : {strings, pairs}) {
+  for (const auto& list : std::vector<nlohmann::json>{strings, pairs}) {
     nlohmann::json j = {{"normalizer", nullptr},
                         {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
                         {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", list}}}};
