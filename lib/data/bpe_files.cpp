@@ -180,10 +180,12 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 }  // namespace
 
 void write_vocab_and_merges(const BpeTokenizer& tokenizer, const std::string& dir) {
-  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  // Written by hand in id order: ordered_json's operator[] searches linearly (quadratic here).
   const auto& tokens = tokenizer.tokens();
-  for (size_t id = 0; id < tokens.size(); ++id) vocab[vocab_key(tokens[id])] = id;
-  write_file_atomically(dir + "/vocab.json", vocab.dump() + "\n");
+  std::string vocab = "{";
+  for (size_t id = 0; id < tokens.size(); ++id)
+    vocab += fmt::format("{}{}:{}", id ? "," : "", Json(vocab_key(tokens[id])).dump(), id);
+  write_file_atomically(dir + "/vocab.json", vocab + "}\n");
   std::string merges = "#version: 0.2\n";
   for (const BpeMerge& m : tokenizer.merges())
     merges += vocab_key(tokens[m.left]) + " " + vocab_key(tokens[m.right]) + "\n";

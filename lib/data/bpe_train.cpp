@@ -151,9 +151,15 @@ BpeTokenizer BpeTrainer::train(int64_t num_merges,
                                const std::function<void(const std::string&)>& progress) const {
   SPMD_CHECK(num_merges >= 0, "bpe:N needs N >= 0 merges, got {}", num_merges);
   MergeLearner learner(counts_);
-  for (int64_t m = 0; m < num_merges && learner.merge_best(); ++m)
+  for (int64_t m = 0; m < num_merges; ++m) {
+    if (!learner.merge_best()) {
+      if (progress)
+        progress(fmt::format("bpe training: stopped after {} merges: no adjacent pair is left", m));
+      break;
+    }
     if (progress && (m + 1) % 1000 == 0)
       progress(fmt::format("bpe training: {} / {} merges", m + 1, num_merges));
+  }
   std::vector<BpeToken> tokens = std::move(learner.tokens());
   tokens.push_back({kEndOfText, true});
   const auto eot = static_cast<int32_t>(tokens.size() - 1);
