@@ -19,7 +19,7 @@ class BpeTokenizer;
 struct DatasetMeta {
   VocabKind vocab = VocabKind::kChar;
   std::vector<char32_t> chars;        // char vocabulary: token id -> code point, sorted
-  int64_t vocab_size = 0;             // chars.size(), or 256 for bytes
+  int64_t vocab_size = 0;             // chars.size(), 256 for bytes, the BPE ids (eot included)
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
   double val_fraction = 0.1;
