@@ -66,7 +66,7 @@ TEST_CASE("bpe: the pre-tokenizer splits as GPT-2's pattern") {
   CHECK(split_words("a\xff\xfe" "b \xc3") == std::vector<std::string>{"a", "\xff\xfe", "b", " ", "\xc3"});
 }
 
-TEST_CASE("bpe: the pre-tokenizer's words cover any bytes; safe cuts change no word") {
+TEST_CASE("bpe: the pre-tokenizer's words cover any bytes, and safe cuts change no word") {
   std::mt19937 rng(7);
   for (int round = 0; round < 300; ++round) {
     const std::string text = spmd::test::random_text(rng, 200);

@@ -53,7 +53,7 @@ nlohmann::json byte_vocab(const std::vector<std::string>& extra = {}) {
 
 }  // namespace
 
-TEST_CASE("bpe: training is deterministic; ties go to the smallest pair of byte strings") {
+TEST_CASE("bpe: training is deterministic, ties go to the smallest pair of byte strings") {
   spmd::BpeTrainer a, b;
   a.add_text("cd ab");
   // Words " ab" and "cd": every pair counts 1, so the order is by bytes: ' ' < 'a' < 'c'.
