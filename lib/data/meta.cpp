@@ -2,11 +2,14 @@
 #include "data/meta.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
 #include <nlohmann/json.hpp>
 
+#include "data/bpe.h"
+#include "data/bpe_files.h"
 #include "data/utf8.h"
 #include "util/error.h"
 
@@ -26,6 +29,21 @@ char32_t single_code_point(const std::string& s, const std::string& origin) {
   return cp;
 }
 
+// The "tokenizer" entry of a BPE meta; vocab_size is the tokenizer's (checked in read_meta).
+void bpe_from_json(const nlohmann::json& j, const std::string& origin, DatasetMeta& meta) {
+  meta.vocab = VocabKind::kBpe;
+  const auto& t = j.at("tokenizer");
+  meta.vocab_file = t.at("vocab").get<std::string>();
+  meta.merges_file = t.at("merges").get<std::string>();
+  meta.eot_token = t.at("eot_token").get<int64_t>();
+  meta.tokenizer_source = t.value("source", "");
+  // Names only: the files must sit beside meta.json (tokenizer_files() relies on it).
+  for (const std::string* name : {&meta.vocab_file, &meta.merges_file})
+    SPMD_CHECK(!name->empty() && name->find('/') == std::string::npos,
+               "{}: tokenizer file {} must be a plain file name", origin, *name);
+  meta.vocab_size = j.at("vocab_size").get<int64_t>();
+}
+
 }  // namespace
 
 nlohmann::json meta_to_json(const DatasetMeta& meta) {
@@ -34,6 +52,12 @@ nlohmann::json meta_to_json(const DatasetMeta& meta) {
   j["dtype"] = "uint16";
   if (meta.vocab == VocabKind::kByte) {
     j["vocabulary"] = "byte";
+  } else if (meta.vocab == VocabKind::kBpe) {
+    j["vocabulary"] = "bpe";
+    j["tokenizer"] = {{"vocab", meta.vocab_file},
+                      {"merges", meta.merges_file},
+                      {"eot_token", meta.eot_token},
+                      {"source", meta.tokenizer_source}};
   } else {
     nlohmann::json chars = nlohmann::json::array();
     for (char32_t cp : meta.chars) {
@@ -58,14 +82,16 @@ DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin) {
   try {
     SPMD_CHECK(j.is_object(), "{}: not a JSON object", origin);
     const auto& vocab = j.at("vocabulary");
-    if (vocab.is_string()) {
+    if (vocab == "bpe") {
+      bpe_from_json(j, origin, meta);
+    } else if (vocab.is_string()) {
       SPMD_CHECK(vocab.get<std::string>() == "byte",
-                 "{}: vocabulary must be \"byte\" or a list of characters", origin);
+                 "{}: vocabulary must be \"byte\", \"bpe\" or a list of characters", origin);
       meta.vocab = VocabKind::kByte;
       meta.vocab_size = 256;
     } else {
-      SPMD_CHECK(vocab.is_array(), "{}: vocabulary must be \"byte\" or a list of characters",
-                 origin);
+      SPMD_CHECK(vocab.is_array(),
+                 "{}: vocabulary must be \"byte\", \"bpe\" or a list of characters", origin);
       meta.vocab = VocabKind::kChar;
       for (const auto& entry : vocab)
         meta.chars.push_back(single_code_point(entry.get<std::string>(), origin));
@@ -97,10 +123,32 @@ DatasetMeta read_meta(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(fmt::format("{}: not valid JSON: {}", path, e.what()));
   }
-  return meta_from_json(j, path);
+  DatasetMeta meta = meta_from_json(j, path);
+  if (meta.vocab == VocabKind::kBpe) {
+    const auto dir = std::filesystem::path(path).parent_path();
+    meta.bpe = std::make_shared<const BpeTokenizer>(read_vocab_and_merges(
+        (dir / meta.vocab_file).string(), (dir / meta.merges_file).string()));
+    SPMD_CHECK(meta.bpe->vocab_size() == meta.vocab_size && meta.bpe->eot_id() == meta.eot_token,
+               "{}: vocab_size {} and eot_token {} do not match {} ({} ids, eot {})", path,
+               meta.vocab_size, meta.eot_token, meta.vocab_file, meta.bpe->vocab_size(),
+               meta.bpe->eot_id());
+  }
+  return meta;
+}
+
+std::vector<std::string> tokenizer_files(const DatasetMeta& meta) {
+  if (meta.vocab != VocabKind::kBpe) return {"meta.json"};
+  return {"meta.json", meta.vocab_file, meta.merges_file};
+}
+
+// The BPE tokenizer of a meta, or UsageError when it was built by hand without one.
+static const BpeTokenizer& bpe_of(const DatasetMeta& meta) {
+  SPMD_CHECK(meta.bpe != nullptr, "BPE dataset meta without its tokenizer (load it with read_meta)");
+  return *meta.bpe;
 }
 
 std::string decode(const DatasetMeta& meta, const std::vector<int64_t>& tokens) {
+  if (meta.vocab == VocabKind::kBpe) return bpe_of(meta).decode(tokens);
   std::string out;
   out.reserve(tokens.size());
   for (int64_t id : tokens) {
@@ -114,6 +162,10 @@ std::string decode(const DatasetMeta& meta, const std::vector<int64_t>& tokens) 
 
 std::vector<int64_t> encode(const DatasetMeta& meta, std::string_view text) {
   std::vector<int64_t> ids;
+  if (meta.vocab == VocabKind::kBpe) {
+    std::vector<int32_t> bpe_ids = bpe_of(meta).encode(text);
+    return {bpe_ids.begin(), bpe_ids.end()};
+  }
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   if (meta.vocab == VocabKind::kByte) {
     ids.assign(p, p + text.size());

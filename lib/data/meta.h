@@ -1,7 +1,9 @@
-// meta.json of a prepared dataset: the vocabulary (token id -> character, or bytes), its size,
-// the token counts and the sources; plus encode/decode of text with that vocabulary.
+// meta.json of a prepared dataset: the vocabulary (token id -> character, bytes, or a byte-level
+// BPE defined by vocab.json + merges.txt beside meta.json), its size, the token counts and the
+// sources; plus encode/decode of text with that vocabulary.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,27 +12,44 @@
 
 namespace spmd {
 
-enum class VocabKind { kChar, kByte };
+enum class VocabKind { kChar, kByte, kBpe };
+
+class BpeTokenizer;
 
 struct DatasetMeta {
   VocabKind vocab = VocabKind::kChar;
   std::vector<char32_t> chars;        // char vocabulary: token id -> code point, sorted
-  int64_t vocab_size = 0;             // chars.size(), or 256 for bytes
+  int64_t vocab_size = 0;             // chars.size(), 256 for bytes, the BPE ids (eot included)
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
   double val_fraction = 0.1;
   std::vector<std::string> sources;   // input files, in the order they were read
+  // BPE only: the tokenizer files (relative to meta.json's directory), <|endoftext|>'s id, where
+  // the tokenizer came from ("bpe:N" or the --tokenizer directory), and the tokenizer itself
+  // (loaded by read_meta; prepare sets it too).
+  std::string vocab_file = "vocab.json";
+  std::string merges_file = "merges.txt";
+  int64_t eot_token = -1;
+  std::string tokenizer_source;
+  std::shared_ptr<const BpeTokenizer> bpe;
 };
 
 nlohmann::json meta_to_json(const DatasetMeta& meta);
 // `origin` names the file in error messages (UsageError for a malformed meta).
 DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin);
+// Reads meta.json and, for BPE, the tokenizer files beside it (UsageError naming a broken one).
 DatasetMeta read_meta(const std::string& path);
 
-// Token ids -> UTF-8 text (bytes as they are for the byte vocabulary). UsageError on an id outside
-// the vocabulary.
+// Every file that defines the tokenizer, relative to meta.json's directory: {"meta.json"}, or
+// {"meta.json", "vocab.json", "merges.txt"} for BPE. Copy these to carry the tokenizer along.
+std::vector<std::string> tokenizer_files(const DatasetMeta& meta);
+
+// Token ids -> UTF-8 text (bytes as they are for the byte and BPE vocabularies, so a cut UTF-8
+// sequence comes back as its bytes; BPE's eot id gives "<|endoftext|>"). UsageError on an id
+// outside the vocabulary.
 std::string decode(const DatasetMeta& meta, const std::vector<int64_t>& tokens);
-// Text -> token ids. UsageError on invalid UTF-8 or a character outside a char vocabulary.
+// Text -> token ids (BPE: any bytes; never the eot id). UsageError on invalid UTF-8 or a character
+// outside a char vocabulary.
 std::vector<int64_t> encode(const DatasetMeta& meta, std::string_view text);
 
 }  // namespace spmd

@@ -12,40 +12,13 @@
 
 #include "data/input_files.h"
 #include "data/mapped_file.h"
+#include "data/prepare_bpe.h"
+#include "data/prepare_output.h"
 #include "data/utf8.h"
 #include "util/error.h"
 
 namespace spmd {
 namespace {
-
-constexpr size_t kChunkBytes = 1 << 20;
-constexpr size_t kProgressBytes = size_t{16} << 20;
-
-// Reports "pass k/2: X / Y MB (Z%)" each time another 16 MB has been read.
-class Progress {
- public:
-  Progress(const std::function<void(const std::string&)>& sink, size_t total)
-      : sink_(sink), total_(total) {}
-  void start_pass(int pass) {
-    pass_ = pass;
-    done_ = 0;
-    next_report_ = kProgressBytes;
-  }
-  void add(size_t bytes) {
-    done_ += bytes;
-    if (!sink_ || done_ < next_report_) return;
-    next_report_ = done_ + kProgressBytes;
-    sink_(fmt::format("pass {}/2: {:.0f} / {:.0f} MB ({:.0f}%)", pass_, done_ / 1048576.0,
-                      total_ / 1048576.0, 100.0 * done_ / total_));
-  }
-
- private:
-  const std::function<void(const std::string&)>& sink_;
-  size_t total_;
-  size_t done_ = 0;
-  size_t next_report_ = kProgressBytes;
-  int pass_ = 1;
-};
 
 // Calls fn(code point) over a whole file; invalid UTF-8 is a UsageError naming file and offset.
 template <class Fn>
@@ -55,7 +28,7 @@ void for_each_code_point(const MappedFile& file, Progress& progress, Fn&& fn) {
   size_t pos = 0;
   while (pos < n) {
     const size_t start = pos;
-    const size_t chunk_end = std::min(n, pos + kChunkBytes);
+    const size_t chunk_end = std::min(n, pos + kPrepareChunkBytes);
     while (pos < chunk_end) {
       if (p[pos] < 0x80) {  // ASCII fast path
         fn(char32_t(p[pos++]));
@@ -74,67 +47,6 @@ void for_each_code_point(const MappedFile& file, Progress& progress, Fn&& fn) {
   }
 }
 
-// An output written under "<path>.tmp" and renamed into place by commit(); removed if abandoned.
-class OutputFile {
- public:
-  explicit OutputFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-    file_ = std::fopen(tmp_.c_str(), "wb");
-    if (file_ == nullptr)
-      throw RuntimeError(fmt::format("{}: cannot create: {}", tmp_, std::strerror(errno)));
-  }
-  ~OutputFile() {
-    if (file_ != nullptr) std::fclose(file_);
-    if (!committed_) std::remove(tmp_.c_str());
-  }
-  void write(const void* data, size_t bytes) {
-    if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes)
-      throw RuntimeError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
-  }
-  void commit() {
-    int rc = std::fclose(file_);
-    file_ = nullptr;
-    if (rc != 0) throw RuntimeError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-      throw RuntimeError(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
-    committed_ = true;
-  }
-
- private:
-  std::string path_, tmp_;
-  std::FILE* file_ = nullptr;
-  bool committed_ = false;
-};
-
-// Buffers tokens and sends the first n_train to train.bin, the rest to val.bin.
-class SplitWriter {
- public:
-  SplitWriter(OutputFile& train, OutputFile& val, int64_t n_train)
-      : train_(train), val_(val), n_train_(n_train) {
-    buffer_.reserve(kBufferTokens);
-  }
-  void put(uint16_t token) {
-    buffer_.push_back(token);
-    if (buffer_.size() == kBufferTokens) flush();
-  }
-  void flush() {
-    size_t to_train = static_cast<size_t>(
-        std::clamp<int64_t>(n_train_ - written_, 0, static_cast<int64_t>(buffer_.size())));
-    train_.write(buffer_.data(), to_train * 2);
-    val_.write(buffer_.data() + to_train, (buffer_.size() - to_train) * 2);
-    written_ += static_cast<int64_t>(buffer_.size());
-    buffer_.clear();
-  }
-  int64_t written() const { return written_ + static_cast<int64_t>(buffer_.size()); }
-
- private:
-  static constexpr size_t kBufferTokens = 1 << 20;
-  OutputFile& train_;
-  OutputFile& val_;
-  int64_t n_train_;
-  int64_t written_ = 0;
-  std::vector<uint16_t> buffer_;
-};
-
 }  // namespace
 
 DatasetMeta prepare(const PrepareOptions& options) {
@@ -147,6 +59,7 @@ DatasetMeta prepare(const PrepareOptions& options) {
   for (const auto& f : files) total_bytes += MappedFile(f).size();
   SPMD_CHECK(total_bytes > 0, "input is empty: {} file(s), all empty, starting with {}",
              files.size(), files.front());
+  if (options.vocab == VocabKind::kBpe) return prepare_bpe(options, files, total_bytes);
 
   DatasetMeta meta;
   meta.vocab = options.vocab;
@@ -219,10 +132,7 @@ DatasetMeta prepare(const PrepareOptions& options) {
   train.commit();
   val.commit();
 
-  OutputFile meta_file((out / "meta.json").string());
-  std::string text = meta_to_json(meta).dump(1) + "\n";
-  meta_file.write(text.data(), text.size());
-  meta_file.commit();
+  write_meta_file(meta, options.out_dir);
   return meta;
 }
 

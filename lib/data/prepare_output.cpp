@@ -1,0 +1,76 @@
+// Progress lines, temporary-then-renamed outputs and the split writer (see prepare_output.h).
+#include "data/prepare_output.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "data/meta.h"
+#include "util/error.h"
+
+namespace spmd {
+
+void Progress::start_pass(int pass) {
+  pass_ = pass;
+  done_ = 0;
+  next_report_ = kProgressBytes;
+}
+
+void Progress::add(size_t bytes) {
+  done_ += bytes;
+  if (!sink_ || done_ < next_report_) return;
+  next_report_ = done_ + kProgressBytes;
+  sink_(fmt::format("pass {}/{}: {:.0f} / {:.0f} MB ({:.0f}%)", pass_, passes_, done_ / 1048576.0,
+                    total_ / 1048576.0, 100.0 * done_ / total_));
+}
+
+OutputFile::OutputFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
+  file_ = std::fopen(tmp_.c_str(), "wb");
+  if (file_ == nullptr)
+    throw RuntimeError(fmt::format("{}: cannot create: {}", tmp_, std::strerror(errno)));
+}
+
+OutputFile::~OutputFile() {
+  if (file_ != nullptr) std::fclose(file_);
+  if (!committed_) std::remove(tmp_.c_str());
+}
+
+void OutputFile::write(const void* data, size_t bytes) {
+  if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes)
+    throw RuntimeError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
+}
+
+void OutputFile::close() {
+  if (file_ == nullptr) return;
+  int rc = std::fclose(file_);
+  file_ = nullptr;
+  if (rc != 0) throw RuntimeError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
+}
+
+void OutputFile::commit() {
+  close();
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+    throw RuntimeError(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
+  committed_ = true;
+}
+
+void SplitWriter::flush() {
+  size_t to_train = static_cast<size_t>(
+      std::clamp<int64_t>(n_train_ - written_, 0, static_cast<int64_t>(buffer_.size())));
+  train_.write(buffer_.data(), to_train * 2);
+  val_.write(buffer_.data() + to_train, (buffer_.size() - to_train) * 2);
+  written_ += static_cast<int64_t>(buffer_.size());
+  buffer_.clear();
+}
+
+void write_meta_file(const DatasetMeta& meta, const std::string& out_dir) {
+  OutputFile meta_file((std::filesystem::path(out_dir) / "meta.json").string());
+  std::string text = meta_to_json(meta).dump(1) + "\n";
+  meta_file.write(text.data(), text.size());
+  meta_file.commit();
+}
+
+}  // namespace spmd

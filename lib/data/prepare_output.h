@@ -1,0 +1,78 @@
+// Pieces shared by the prepare pipelines (prepare.cpp for char/byte, prepare_bpe.cpp for BPE):
+// progress lines, outputs written under a temporary name, and the train/val split writer.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+constexpr size_t kPrepareChunkBytes = 1 << 20;
+
+// Reports "pass k/n: X / Y MB (Z%)" each time another 16 MB has been read.
+class Progress {
+ public:
+  Progress(const std::function<void(const std::string&)>& sink, size_t total, int passes = 2)
+      : sink_(sink), total_(total), passes_(passes) {}
+  void start_pass(int pass);
+  void add(size_t bytes);
+
+ private:
+  static constexpr size_t kProgressBytes = size_t{16} << 20;
+  const std::function<void(const std::string&)>& sink_;
+  size_t total_;
+  int passes_;
+  size_t done_ = 0;
+  size_t next_report_ = kProgressBytes;
+  int pass_ = 1;
+};
+
+// An output written under "<path>.tmp" and renamed into place by commit(); removed if abandoned.
+class OutputFile {
+ public:
+  explicit OutputFile(std::string path);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  void write(const void* data, size_t bytes);
+  // Closes the temporary file (it can then be read and resized under tmp_path()); commit() after.
+  void close();
+  void commit();
+  const std::string& tmp_path() const { return tmp_; }
+
+ private:
+  std::string path_, tmp_;
+  std::FILE* file_ = nullptr;
+  bool committed_ = false;
+};
+
+// Buffers tokens and sends the first n_train to train.bin, the rest to val.bin.
+class SplitWriter {
+ public:
+  SplitWriter(OutputFile& train, OutputFile& val, int64_t n_train)
+      : train_(train), val_(val), n_train_(n_train) {
+    buffer_.reserve(kBufferTokens);
+  }
+  void put(uint16_t token) {
+    buffer_.push_back(token);
+    if (buffer_.size() == kBufferTokens) flush();
+  }
+  void flush();
+  int64_t written() const { return written_ + static_cast<int64_t>(buffer_.size()); }
+
+ private:
+  static constexpr size_t kBufferTokens = 1 << 20;
+  OutputFile& train_;
+  OutputFile& val_;
+  int64_t n_train_;
+  int64_t written_ = 0;
+  std::vector<uint16_t> buffer_;
+};
+
+// meta.json, written last so that a complete meta.json means complete outputs.
+struct DatasetMeta;
+void write_meta_file(const DatasetMeta& meta, const std::string& out_dir);
+
+}  // namespace spmd

@@ -1,0 +1,35 @@
+// GPT-2's pre-tokenization: text is split into words by the pattern of GPT-2's encoder.py,
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// matched with PCRE2 (UTF + UCP, JIT; \s meaning Unicode White_Space, as in Hugging Face's
+// tokenizers). BPE merges never cross a word boundary. Bytes that are not
+// valid UTF-8 match no alternative; each maximal run of them becomes a word of its own, so any
+// byte string splits into words that concatenate back to it.
+#pragma once
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace spmd {
+
+class Pretokenizer {
+ public:
+  Pretokenizer();  // RuntimeError if PCRE2 cannot compile the pattern
+  ~Pretokenizer();
+  Pretokenizer(const Pretokenizer&) = delete;
+  Pretokenizer& operator=(const Pretokenizer&) = delete;
+
+  // Appends the words of `text` (views into it, in order, covering it exactly) to `words`.
+  void split(std::string_view text, std::vector<std::string_view>& words);
+
+ private:
+  struct State;  // per-instance PCRE2 match data and JIT stack (not shared across threads)
+  std::unique_ptr<State> state_;
+};
+
+// The first position p >= from (or text.size()) where text can be cut without changing its words:
+// just after a '\n' that has an ASCII graphic character on each side. No alternative of the
+// pattern reaches across it ('\n' is a word alone there: a run of whitespace before a non-space
+// character gives up its last character, and here the run is that one '\n'). Lets gigabyte inputs be pre-tokenized in chunks.
+size_t next_safe_cut(std::string_view text, size_t from);
+
+}  // namespace spmd

@@ -1,0 +1,210 @@
+// BPE end to end in lib/data: training is deterministic and breaks ties as documented; prepare
+// writes tokens with <|endoftext|> between files plus vocab.json/merges.txt/meta.json that
+// read_meta loads back; broken tokenizer files are UsageErrors that name the file (and line).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "bpe_test_text.h"
+#include "data/bpe.h"
+#include "data/bpe_files.h"
+#include "data/bpe_train.h"
+#include "data/byte_unicode.h"
+#include "data/meta.h"
+#include "data/prepare.h"
+#include "test_support.h"
+#include "usage_error.h"
+
+namespace {
+
+using spmd::test::TempDir;
+using spmd::test::usage_error_of;
+using spmd::test::write_file;
+
+std::vector<std::string> merge_strings(const spmd::BpeTokenizer& t) {
+  std::vector<std::string> out;
+  for (const auto& m : t.merges()) out.push_back(t.tokens()[m.result].bytes);
+  return out;
+}
+
+std::vector<int64_t> read_tokens(const std::string& dir) {
+  std::vector<int64_t> ids;
+  for (const char* name : {"train.bin", "val.bin"}) {
+    const std::string bytes = spmd::test::read_file(dir + "/" + name);
+    for (size_t i = 0; i + 1 < bytes.size(); i += 2)
+      ids.push_back(static_cast<unsigned char>(bytes[i]) |
+                    (static_cast<unsigned char>(bytes[i + 1]) << 8));
+  }
+  return ids;
+}
+
+// A vocab.json with the 256 bytes (ids 0..255) plus `extra` tokens.
+nlohmann::json byte_vocab(const std::vector<std::string>& extra = {}) {
+  nlohmann::json v = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) v[spmd::bytes_to_unicode_string(std::string(1, char(b)))] = b;
+  for (const auto& t : extra) {
+    const size_t id = v.size();
+    v[t] = id;
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("bpe: training is deterministic, ties go to the smallest pair of byte strings") {
+  spmd::BpeTrainer a, b;
+  a.add_text("cd ab");
+  // Words " ab" and "cd": every pair counts 1, so the order is by bytes: ' ' < 'a' < 'c'.
+  CHECK(merge_strings(a.train(10)) == std::vector<std::string>{" a", " ab", "cd"});
+  spmd::BpeTrainer counts;
+  counts.add_text("zz zz zz ab");  // (z, z) counts 3 and wins over smaller pairs
+  CHECK(merge_strings(counts.train(1)) == std::vector<std::string>{"zz"});
+
+  // The same text in other chunks (cut at safe places) learns the same merges.
+  const std::string& text = spmd::test::kMultiScriptText;
+  spmd::BpeTrainer whole, chunked;
+  whole.add_text(text);
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t end = spmd::next_safe_cut(text, pos + 50);
+    chunked.add_text(std::string_view(text).substr(pos, end - pos));
+    pos = end;
+  }
+  const auto m1 = merge_strings(whole.train(500));
+  CHECK(m1 == merge_strings(chunked.train(500)));
+  CHECK(m1 == merge_strings(whole.train(500)));
+  const spmd::BpeTokenizer t = whole.train(500);
+  CHECK(t.vocab_size() == 256 + 500 + 1);
+  CHECK(t.eot_id() == 756);
+}
+
+TEST_CASE("bpe: training stops early when no pair is left") {
+  spmd::BpeTrainer trainer;
+  trainer.add_text("abc");
+  const spmd::BpeTokenizer t = trainer.train(100);
+  CHECK(merge_strings(t) == std::vector<std::string>{"ab", "abc"});
+  CHECK(t.vocab_size() == 259);
+}
+
+TEST_CASE("bpe: prepare writes tokens with <|endoftext|> between files and a loadable tokenizer") {
+  TempDir dir;
+  write_file(dir.file("a.txt"), spmd::test::kMultiScriptText);
+  write_file(dir.file("b.txt"), "Second document: naïve ünïcödé 🎉\n");
+  spmd::PrepareOptions options;
+  options.inputs = {dir.file("a.txt"), dir.file("b.txt")};
+  options.out_dir = dir.file("out");
+  options.vocab = spmd::VocabKind::kBpe;
+  options.bpe_merges = 200;
+  const spmd::DatasetMeta written = spmd::prepare(options);
+  CHECK(written.vocab_size == 457);
+
+  const spmd::DatasetMeta meta = spmd::read_meta(dir.file("out/meta.json"));
+  REQUIRE(meta.vocab == spmd::VocabKind::kBpe);
+  CHECK(meta.vocab_size == 457);
+  CHECK(meta.eot_token == 456);
+  CHECK(spmd::tokenizer_files(meta) ==
+        std::vector<std::string>{"meta.json", "vocab.json", "merges.txt"});
+  for (const auto& f : spmd::tokenizer_files(meta)) CHECK(std::filesystem::exists(dir.file("out/" + f)));
+
+  std::vector<int64_t> expected = spmd::encode(meta, spmd::test::kMultiScriptText);
+  expected.push_back(meta.eot_token);
+  for (int64_t id : spmd::encode(meta, "Second document: naïve ünïcödé 🎉\n")) expected.push_back(id);
+  CHECK(read_tokens(dir.file("out")) == expected);
+  CHECK(meta.train_tokens + meta.val_tokens == static_cast<int64_t>(expected.size()));
+  CHECK(spmd::decode(meta, expected) ==
+        spmd::test::kMultiScriptText + "<|endoftext|>Second document: naïve ünïcödé 🎉\n");
+  // A cut UTF-8 sequence decodes to its bytes rather than failing.
+  CHECK(spmd::decode(meta, {0xC3}) == "\xC3");
+  CHECK(usage_error_of([&] { spmd::decode(meta, {457}); }).find("outside") != std::string::npos);
+
+  spmd::DatasetMeta chars;  // char and byte metas are defined by meta.json alone
+  CHECK(spmd::tokenizer_files(chars) == std::vector<std::string>{"meta.json"});
+}
+
+TEST_CASE("bpe: prepare with Hugging Face files normalizes them into the output") {
+  TempDir dir;
+  write_file(dir.file("in.txt"), "abab abab\n");
+  std::filesystem::create_directories(dir.file("tok"));
+  write_file(dir.file("tok/vocab.json"), byte_vocab({"ab", "abab", "<|endoftext|>"}).dump());
+  write_file(dir.file("tok/merges.txt"), "#version: 0.2\na b\r\nab ab\n");
+  spmd::PrepareOptions options;
+  options.inputs = {dir.file("in.txt")};
+  options.out_dir = dir.file("out");
+  options.vocab = spmd::VocabKind::kBpe;
+  options.tokenizer_dir = dir.file("tok");
+  options.val_fraction = 0;
+  const spmd::DatasetMeta meta = spmd::prepare(options);
+  CHECK(meta.vocab_size == 259);
+  CHECK(meta.eot_token == 258);
+  // "abab", " ", "abab", "\n"
+  CHECK(read_tokens(dir.file("out")) == std::vector<int64_t>{257, ' ', 257, '\n'});
+  CHECK(spmd::test::read_file(dir.file("out/merges.txt")) == "#version: 0.2\na b\nab ab\n");
+  CHECK(spmd::read_meta(dir.file("out/meta.json")).vocab_size == 259);
+}
+
+TEST_CASE("bpe: broken tokenizer files are usage errors naming the file") {
+  TempDir dir;
+  const std::string vocab = dir.file("vocab.json"), merges = dir.file("merges.txt");
+  auto error = [&](const std::string& vocab_text, const std::string& merges_text) {
+    write_file(vocab, vocab_text);
+    write_file(merges, merges_text);
+    return usage_error_of([&] { spmd::read_vocab_and_merges(vocab, merges); });
+  };
+  const std::string good = byte_vocab({"ab"}).dump();
+  CHECK(error("{not json", "a b\n").find(vocab) != std::string::npos);
+  CHECK(error("[1, 2]", "a b\n").find(vocab) != std::string::npos);
+  CHECK(error(R"({"a": 0, "b": 0})", "").find("each used once") != std::string::npos);
+  CHECK(error(R"({"a": "x"})", "").find("not an integer") != std::string::npos);
+  CHECK(error(R"({"a": 0})", "").find(vocab + ": no token for the single byte 0x00") !=
+        std::string::npos);
+  CHECK(error(good, "#version: 0.2\na b\na b c\n").find(merges + ":3") != std::string::npos);
+  CHECK(error(good, "a b\nx yz\n").find(merges + ":2: merge token \"yz\"") != std::string::npos);
+  CHECK(error(good, "a b\nab ab\n").find(merges + ":2: merge token \"abab\"") != std::string::npos);
+  write_file(merges, "a b\n");
+  std::filesystem::remove(vocab);
+  CHECK(usage_error_of([&] { spmd::read_vocab_and_merges(vocab, merges); }).find(vocab) !=
+        std::string::npos);
+
+  const std::string tj = dir.file("tokenizer.json");
+  auto json_error = [&](const nlohmann::json& j) {
+    write_file(tj, j.dump());
+    return usage_error_of([&] { spmd::read_tokenizer_json(tj); });
+  };
+  const nlohmann::json pre = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
+  CHECK(json_error({{"model", {{"vocab", byte_vocab({"ab"})}, {"merges", {{"a", "b", "c"}}}}},
+                    {"pre_tokenizer", pre}})
+            .find(tj + ": model.merges[0]") != std::string::npos);
+  CHECK(json_error({{"model", {{"vocab", byte_vocab()}, {"merges", nlohmann::json::array()}}},
+                    {"pre_tokenizer", pre},
+                    {"normalizer", {{"type", "NFC"}}}})
+            .find("normalizer") != std::string::npos);
+  CHECK(json_error({{"model", {{"type", "WordPiece"}}}}).find("BPE") != std::string::npos);
+  CHECK(json_error({{"no_model", 1}}).find(tj) != std::string::npos);
+  CHECK(usage_error_of([&] { spmd::read_tokenizer_dir(dir.file("missing")); })
+            .find(dir.file("missing")) != std::string::npos);
+  std::filesystem::remove(tj);
+  std::filesystem::remove(merges);
+  CHECK(usage_error_of([&] { spmd::read_tokenizer_dir(dir.path()); }).find("tokenizer.json") !=
+        std::string::npos);
+}
+
+TEST_CASE("bpe: vocabularies beyond uint16 and too many merges are refused") {
+  TempDir dir;
+  write_file(dir.file("in.txt"), "some text\n");
+  std::vector<std::string> extra;
+  for (int i = 0; i < 65300; ++i) extra.push_back(spmd::bytes_to_unicode_string("x" + std::to_string(i)));
+  std::filesystem::create_directories(dir.file("big"));
+  write_file(dir.file("big/vocab.json"), byte_vocab(extra).dump());
+  write_file(dir.file("big/merges.txt"), "");
+  spmd::PrepareOptions options;
+  options.inputs = {dir.file("in.txt")};
+  options.out_dir = dir.file("out");
+  options.vocab = spmd::VocabKind::kBpe;
+  options.tokenizer_dir = dir.file("big");
+  CHECK(usage_error_of([&] { spmd::prepare(options); }).find("uint16") != std::string::npos);
+  options.tokenizer_dir.clear();
+  options.bpe_merges = 65536;
+  CHECK(usage_error_of([&] { spmd::prepare(options); }).find("bpe:65536") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.file("out/meta.json")));
+}
