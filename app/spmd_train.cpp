@@ -1,5 +1,7 @@
 // spmd-train: trains GPT-2 on the mesh a YAML file declares. Without RANK in the environment it
 // launches one worker per local rank; with the torchrun variables it is that one rank.
+#include <filesystem>
+
 #include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 #include "config/config.h"
 #include "parallel/layout.h"
 #include "train/launcher.h"
+#include "train/loss_plot.h"
 #include "train/output_dirs.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
@@ -32,6 +35,27 @@ void setup_export(CLI::App& app, ExportOptions& opt) {
 int run_export(const ExportOptions& opt) {
   int n = spmd::export_hf_gpt2(opt.checkpoint, opt.out);
   fmt::print("wrote {} tensors with Hugging Face GPT-2 names to {}\n", n, opt.out);
+  return 0;
+}
+
+struct PlotOptions {
+  std::string metrics;
+  std::string out;  // default: loss.svg beside the metrics file
+  std::string title;
+};
+
+void setup_plot(CLI::App& app, PlotOptions& opt) {
+  app.add_option("metrics", opt.metrics, "a run's metrics.jsonl")->required();
+  app.add_option("-o,--out", opt.out, "the SVG file to write (default: loss.svg beside METRICS)");
+  app.add_option("--title", opt.title, "chart title (default: the run's directory name)");
+}
+
+int run_plot(PlotOptions opt) {
+  const std::filesystem::path dir = std::filesystem::absolute(opt.metrics).parent_path();
+  if (opt.out.empty()) opt.out = (dir / "loss.svg").string();
+  if (opt.title.empty()) opt.title = dir.filename().string();
+  spmd::write_loss_plot(opt.metrics, opt.out, opt.title);
+  fmt::print("wrote the loss curve of {} to {}\n", opt.metrics, opt.out);
   return 0;
 }
 
@@ -112,6 +136,9 @@ int main(int argc, char** argv) {
     ExportOptions export_opt;
     CLI::App* export_cmd = app.add_subcommand("export", "write a checkpoint as one Hugging Face GPT-2 safetensors file");
     setup_export(*export_cmd, export_opt);
+    PlotOptions plot_opt;
+    CLI::App* plot_cmd = app.add_subcommand("plot", "draw a run's train and val loss against step as SVG");
+    setup_plot(*plot_cmd, plot_opt);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -119,6 +146,7 @@ int main(int argc, char** argv) {
       return code == 0 ? 0 : 2;
     }
     if (export_cmd->parsed()) return run_export(export_opt);
+    if (plot_cmd->parsed()) return run_plot(plot_opt);
     if (opt.config_path.empty()) {
       fmt::print(stderr, "spmd-train: error: --config is required\n{}", app.help());
       return 2;

@@ -7,9 +7,15 @@
 
 #include <fmt/format.h>
 
+#include "train/tensorboard_writer.h"
 #include "util/error.h"
 
 namespace spmd {
+
+namespace {
+// The metrics.jsonl keys that TensorBoard shows as scalars (tags of the same names).
+const char* const kScalarKeys[] = {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms"};
+}  // namespace
 
 MetricsLog::MetricsLog(const std::string& output_dir) : path_(output_dir + "/metrics.jsonl") {
   std::error_code ec;
@@ -17,6 +23,7 @@ MetricsLog::MetricsLog(const std::string& output_dir) : path_(output_dir + "/met
   SPMD_CHECK(!ec, "output.dir '{}' cannot be created: {}", output_dir, ec.message());
   file_ = std::fopen(path_.c_str(), "w");
   SPMD_CHECK(file_ != nullptr, "output.dir: cannot write {}: {}", path_, std::strerror(errno));
+  events_ = std::make_unique<TensorBoardWriter>(output_dir);
 }
 
 MetricsLog::~MetricsLog() {
@@ -27,6 +34,11 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::string line = record.dump() + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     throw RuntimeError(fmt::format("writing {} failed: {}", path_, std::strerror(errno)));
+  std::vector<std::pair<std::string, double>> scalars;
+  for (const char* key : kScalarKeys)
+    if (auto it = record.find(key); it != record.end() && it->is_number()) scalars.emplace_back(key, it->get<double>());
+  events_->add_scalars(record.at("step").get<int64_t>(), scalars);
+  if (record.contains("val_loss")) events_->flush();  // what TensorBoard shows survives a crash from here on
 }
 
 std::string format_duration(double seconds) {

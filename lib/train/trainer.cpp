@@ -15,6 +15,7 @@
 #include "ckpt/checkpoint.h"
 #include "comm/backend.h"
 #include "parallel/pipeline_schedule.h"
+#include "train/loss_plot.h"
 #include "train/metrics.h"
 #include "train/stop_signal.h"
 #include "train/train_state.h"
@@ -80,6 +81,13 @@ void print_pipeline(const Config& config, const PipelineLayout& pipe) {
 // at the end of a run or a stop. The progress lines are for people.
 void write_summary(const Config& config, const nlohmann::json& summary) {
   write_file_durably(config.output.dir + "/summary.json", summary.dump(1) + "\n");
+}
+
+// output.dir/loss.svg: the run's loss curve, titled with its config file and mesh.
+void plot_losses(const Config& config, const TrainState& state, const MetricsLog& metrics) {
+  const std::string name = std::filesystem::path(config.source_path).filename().string();
+  const std::string title = fmt::format("{}{}mesh {}", name, name.empty() ? "" : " | ", state.model->layout().mesh.describe());
+  write_loss_plot(metrics.path(), config.output.dir + "/loss.svg", title);
 }
 
 }  // namespace
@@ -178,7 +186,10 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       if (leader) fmt::print("stopping after step {} on {}\n", state.step, strsignal(sig));
       if (checkpointing) checkpoint();
       summary["steps_run"] = state.step - first_step;
-      if (leader) write_summary(config, summary);
+      if (leader) {
+        write_summary(config, summary);
+        plot_losses(config, state, *metrics);
+      }
       std::fflush(stdout);
       return 128 + sig;
     }
@@ -205,7 +216,10 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       fmt::print("FSDP all-gathers: {} of {} weight uses served by a gather started during the previous layer\n",
                  p.prefetched_uses(), p.total_uses());
   }
-  if (leader) write_summary(config, summary);
+  if (leader) {
+    write_summary(config, summary);
+    plot_losses(config, state, *metrics);
+  }
   state.comm->control().barrier();
   return 0;
 }
