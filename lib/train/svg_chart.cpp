@@ -35,23 +35,25 @@ std::vector<std::pair<double, double>> finite_points(const ChartSeries& s) {
   return points;
 }
 
-// One axis: its domain (the outer ticks, which cover the data) and its ticks.
+// One axis: its domain (the data, widened by `margin` of its span on each side) and the round
+// ticks inside it.
 struct Axis {
   double lo = 0, hi = 1;
   std::vector<double> ticks;
   double to_unit(double v) const { return (v - lo) / (hi - lo); }
 };
 
-Axis make_axis(double lo, double hi) {
+Axis make_axis(double lo, double hi, double margin) {
   if (!(lo <= hi)) lo = 0, hi = 1;  // no data
   if (hi - lo <= 1e-9 * std::max(1.0, std::fabs(lo))) {  // one value: give the axis some length
     const double pad = lo == 0 ? 1 : std::fabs(lo) * 0.1;
     lo -= pad, hi += pad;
   }
-  Axis axis;
-  axis.ticks = nice_ticks(lo, hi, 6);
-  axis.lo = std::min(lo, axis.ticks.front());
-  axis.hi = std::max(hi, axis.ticks.back());
+  const double pad = (hi - lo) * margin;
+  Axis axis{lo - pad, hi + pad, {}};
+  const double eps = (axis.hi - axis.lo) * 1e-9;
+  for (double t : nice_ticks(axis.lo, axis.hi, 6))
+    if (t >= axis.lo - eps && t <= axis.hi + eps) axis.ticks.push_back(t);
   return axis;
 }
 
@@ -70,7 +72,7 @@ Frame make_frame(const std::vector<std::vector<std::pair<double, double>>>& all)
       x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x);
       y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
     }
-  return Frame{make_axis(x_lo, x_hi), make_axis(y_lo, y_hi)};
+  return Frame{make_axis(x_lo, x_hi, 0.0), make_axis(y_lo, y_hi, 0.05)};  // steps start at the y axis
 }
 
 // Grid lines, the two axis lines, ticks, their labels and the axis titles.
