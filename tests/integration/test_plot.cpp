@@ -29,7 +29,7 @@ TEST_CASE("plot: spmd-train plot writes the loss curve of a metrics file") {
   CHECK(std::filesystem::exists(dir.file("loss.svg")));
 }
 
-TEST_CASE("plot: a malformed line or a missing file exits 2 and names it; nothing is written") {
+TEST_CASE("plot: a malformed line or a missing file exits 2 and names it, and nothing is written") {
   TempDir dir;
   write_file(dir.file("metrics.jsonl"), "{\"step\": 0, \"loss\": 4.2}\n{\"step\": 1, \"loss\": 3.9\n");
   auto r = plot({dir.file("metrics.jsonl"), "-o", dir.file("curve.svg")});

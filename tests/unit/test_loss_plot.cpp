@@ -76,7 +76,7 @@ TEST_CASE("loss plot: ticks are round numbers covering the data") {
   CHECK(nice_ticks(2.31, 3.87, 6) == std::vector<double>{2.0, 2.5, 3.0, 3.5, 4.0});
 }
 
-TEST_CASE("loss plot: metrics.jsonl lines are read; a malformed line names file:line") {
+TEST_CASE("loss plot: metrics.jsonl lines are read, and a malformed line names file:line") {
   test::TempDir dir;
   const std::string path = dir.file("metrics.jsonl");
   test::write_file(path, "{\"step\": 0, \"loss\": 4.2}\n\n{\"step\": 5, \"loss\": null, \"val_loss\": 3.9}\n");
