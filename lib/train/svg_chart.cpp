@@ -51,8 +51,12 @@ Axis make_axis(double lo, double hi, double margin) {
   }
   const double pad = (hi - lo) * margin;
   Axis axis{lo - pad, hi + pad, {}};
+  const std::vector<double> ticks = nice_ticks(axis.lo, axis.hi, 6);
+  const double near = (axis.hi - axis.lo) * 0.02;  // steps 0..999 end at a 1000 tick
+  if (ticks.front() < axis.lo && ticks.front() >= axis.lo - near) axis.lo = ticks.front();
+  if (ticks.back() > axis.hi && ticks.back() <= axis.hi + near) axis.hi = ticks.back();
   const double eps = (axis.hi - axis.lo) * 1e-9;
-  for (double t : nice_ticks(axis.lo, axis.hi, 6))
+  for (double t : ticks)
     if (t >= axis.lo - eps && t <= axis.hi + eps) axis.ticks.push_back(t);
   return axis;
 }
