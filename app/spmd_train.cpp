@@ -45,7 +45,7 @@ struct PlotOptions {
 };
 
 void setup_plot(CLI::App& app, PlotOptions& opt) {
-  app.add_option("metrics", opt.metrics, "a run's metrics.jsonl")->required();
+  app.add_option("METRICS", opt.metrics, "a run's metrics.jsonl")->required();
   app.add_option("-o,--out", opt.out, "the SVG file to write (default: loss.svg beside METRICS)");
   app.add_option("--title", opt.title, "chart title (default: the run's directory name)");
 }
@@ -54,6 +54,8 @@ int run_plot(PlotOptions opt) {
   const std::filesystem::path dir = std::filesystem::absolute(opt.metrics).parent_path();
   if (opt.out.empty()) opt.out = (dir / "loss.svg").string();
   if (opt.title.empty()) opt.title = dir.filename().string();
+  const std::filesystem::path out_dir = std::filesystem::absolute(opt.out).parent_path();
+  SPMD_CHECK(std::filesystem::is_directory(out_dir), "--out {}: directory {} does not exist", opt.out, out_dir.string());
   spmd::write_loss_plot(opt.metrics, opt.out, opt.title);
   fmt::print("wrote the loss curve of {} to {}\n", opt.metrics, opt.out);
   return 0;

@@ -29,7 +29,7 @@ TEST_CASE("plot: spmd-train plot writes the loss curve of a metrics file") {
   CHECK(std::filesystem::exists(dir.file("loss.svg")));
 }
 
-TEST_CASE("plot: a malformed line or a missing file exits 2 and names it, and nothing is written") {
+TEST_CASE("plot: a malformed line, a missing file or --out directory exits 2 and names it, and nothing is written") {
   TempDir dir;
   write_file(dir.file("metrics.jsonl"), "{\"step\": 0, \"loss\": 4.2}\n{\"step\": 1, \"loss\": 3.9\n");
   auto r = plot({dir.file("metrics.jsonl"), "-o", dir.file("curve.svg")});
@@ -39,4 +39,8 @@ TEST_CASE("plot: a malformed line or a missing file exits 2 and names it, and no
   r = plot({dir.file("nope.jsonl"), "-o", dir.file("curve.svg")});
   CHECK(r.exit_code == 2);
   CHECK_MESSAGE(r.output.find(dir.file("nope.jsonl")) != std::string::npos, r.output);
+  write_file(dir.file("ok.jsonl"), "{\"step\": 0, \"loss\": 4.2}\n");
+  r = plot({dir.file("ok.jsonl"), "-o", dir.file("no/such/dir/curve.svg")});
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.output.find("--out") != std::string::npos, r.output);
 }
