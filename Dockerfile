@@ -35,6 +35,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 #   libtorch1.13        libtorch.so, libtorch_cpu.so, libc10.so (pulls libgloo0, libdnnl2, ...)
 #   libopenblas0-openmp libtorch's BLAS through libblas.so.3: ~40x faster than the reference BLAS
 #   libyaml-cpp0.7, libfmt9
+#   libisal2            CRC-32C of the TensorBoard event files (libprotobuf32 comes with libtorch1.13)
 #   libspdlog1.10       linked by the build (dropped by --as-needed while no compiled spdlog call
 #                       is made; 0.5 MB kept so that the first one does not break only the image)
 # CLI11, nlohmann-json and doctest are header-only.
@@ -51,7 +52,7 @@ RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*
       'path-exclude=/usr/lib/x86_64-linux-gnu/libz3.so*' >/etc/dpkg/dpkg.cfg.d/02-no-gl-drivers \
  && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
-      libtorch1.13 libopenblas0-openmp libyaml-cpp0.7 libfmt9 libspdlog1.10 \
+      libtorch1.13 libopenblas0-openmp libyaml-cpp0.7 libfmt9 libspdlog1.10 libisal2 \
  && alt=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu | grep openblas | head -1) \
  && update-alternatives --set libblas.so.3-x86_64-linux-gnu "$alt" \
  && alt=$(update-alternatives --list liblapack.so.3-x86_64-linux-gnu | grep openblas | head -1) \

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "data/meta.h"
 #include "data/token_file.h"
 #include "util/durable_file.h"
 #include "util/error.h"
@@ -30,8 +31,7 @@ void copy_tokenizer(const std::string& meta_path, const std::string& dest_dir) {
   const fs::path dir = fs::path(meta_path).parent_path();
   std::error_code ec;
   fs::create_directories(dest_dir, ec);
-  for (const char* name : {"meta.json", "vocab.json", "merges.txt"}) {
-    if (!fs::exists(dir / name, ec)) continue;
+  for (const std::string& name : tokenizer_files(read_meta(meta_path))) {
     std::ifstream in(dir / name, std::ios::binary);
     std::ostringstream contents;
     contents << in.rdbuf();

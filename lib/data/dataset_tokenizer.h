@@ -9,7 +9,7 @@ namespace spmd {
 // tokens were not written by spmd-prepare (or the spec matches nothing).
 std::string dataset_meta_path(const std::string& data_spec);
 
-// Copies meta.json and the vocabulary files next to it (vocab.json, merges.txt) into dest_dir,
+// Copies meta.json and the vocabulary files it names (tokenizer_files) into dest_dir,
 // each fsynced. RuntimeError when a copy fails.
 void copy_tokenizer(const std::string& meta_path, const std::string& dest_dir);
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "train/tensorboard_writer.h"
 #include "util/durable_file.h"
 #include "util/error.h"
 
@@ -26,6 +27,9 @@ std::string lines_before_step(const std::string& path, int64_t step) {
   }
   return kept;
 }
+
+// The metrics.jsonl keys that TensorBoard shows as scalars (tags of the same names).
+const char* const kScalarKeys[] = {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms"};
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& output_dir, int64_t resumed_step) : path_(output_dir + "/metrics.jsonl") {
@@ -35,6 +39,7 @@ MetricsLog::MetricsLog(const std::string& output_dir, int64_t resumed_step) : pa
   if (resumed_step >= 0) write_file_durably(path_, lines_before_step(path_, resumed_step));
   file_ = std::fopen(path_.c_str(), resumed_step >= 0 ? "a" : "w");
   SPMD_CHECK(file_ != nullptr, "output.dir: cannot write {}: {}", path_, std::strerror(errno));
+  events_ = std::make_unique<TensorBoardWriter>(output_dir);
 }
 
 MetricsLog::~MetricsLog() {
@@ -45,6 +50,11 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::string line = record.dump() + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     throw RuntimeError(fmt::format("writing {} failed: {}", path_, std::strerror(errno)));
+  std::vector<std::pair<std::string, double>> scalars;
+  for (const char* key : kScalarKeys)
+    if (auto it = record.find(key); it != record.end() && it->is_number()) scalars.emplace_back(key, it->get<double>());
+  events_->add_scalars(record.at("step").get<int64_t>(), scalars);
+  if (record.contains("val_loss")) events_->flush();  // what TensorBoard shows survives a crash from here on
 }
 
 std::string format_duration(double seconds) {

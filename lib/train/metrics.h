@@ -1,12 +1,16 @@
-// Rank 0's outputs: one JSON line per logged step in output.dir/metrics.jsonl, and a progress line.
+// Rank 0's outputs: one JSON line per logged step in output.dir/metrics.jsonl, its scalars in a
+// TensorBoard event file beside it, and a progress line.
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace spmd {
+
+class TensorBoardWriter;
 
 class MetricsLog {
  public:
@@ -17,11 +21,14 @@ class MetricsLog {
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
-  void write(const nlohmann::json& record);  // one line, flushed
+  // One line, flushed; the TensorBoard event file flushes at evaluations (records with val_loss).
+  void write(const nlohmann::json& record);
+  const std::string& path() const { return path_; }
 
  private:
   std::FILE* file_ = nullptr;
   std::string path_;
+  std::unique_ptr<TensorBoardWriter> events_;
 };
 
 std::string format_duration(double seconds);  // "3m12s"

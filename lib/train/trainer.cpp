@@ -20,6 +20,7 @@
 #include "train/generate.h"
 #include "train/sample_run.h"
 #include "parallel/pipeline_schedule.h"
+#include "train/loss_plot.h"
 #include "train/metrics.h"
 #include "train/stop_signal.h"
 #include "train/train_state.h"
@@ -108,6 +109,13 @@ void print_sample(TrainState& state, const DatasetMeta& tokenizer) {
   std::vector<int64_t> tokens = generate(*state.model, *state.gpt, prompt, options, nullptr);
   tokens.erase(tokens.begin(), tokens.begin() + static_cast<int64_t>(prompt.size()));
   if (state.rank() == 0) fmt::print("sample after step {}:\n{}\n", state.step, decode(tokenizer, tokens));
+}
+
+// output.dir/loss.svg: the run's loss curve, titled with its config file and mesh.
+void plot_losses(const Config& config, const TrainState& state, const MetricsLog& metrics) {
+  const std::string name = std::filesystem::path(config.source_path).filename().string();
+  const std::string title = fmt::format("{}{}mesh {}", name, name.empty() ? "" : " | ", state.model->layout().mesh.describe());
+  write_loss_plot(metrics.path(), config.output.dir + "/loss.svg", title);
 }
 
 }  // namespace
@@ -211,7 +219,10 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       if (leader) fmt::print("stopping after step {} on {}\n", state.step, strsignal(sig));
       if (checkpointing) checkpoint();
       summary["steps_run"] = state.step - first_step;
-      if (leader) write_summary(config, summary);
+      if (leader) {
+        write_summary(config, summary);
+        plot_losses(config, state, *metrics);
+      }
       std::fflush(stdout);
       return 128 + sig;
     }
@@ -238,7 +249,10 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       fmt::print("FSDP all-gathers: {} of {} weight uses served by a gather started during the previous layer\n",
                  p.prefetched_uses(), p.total_uses());
   }
-  if (leader) write_summary(config, summary);
+  if (leader) {
+    write_summary(config, summary);
+    plot_losses(config, state, *metrics);
+  }
   state.comm->control().barrier();
   return 0;
 }

@@ -162,3 +162,29 @@ TEST_CASE("sample: train.sample_every prints samples while training") {
   CHECK(r.output.find("sample after step 2:") != std::string::npos);
   CHECK(r.output.find("sample after step 4:") != std::string::npos);
 }
+
+TEST_CASE("sample: a byte-level BPE dataset trains, and its checkpoint decodes samples with the BPE") {
+  const auto& run = sampled_run();
+  auto prep = run_process({binary_path("spmd-prepare"), "--input", run.dir.file("corpus.txt"), "--out",
+                           run.dir.file("bpe"), "--vocab", "bpe:60", "--quiet"});
+  REQUIRE_MESSAGE(prep.exit_code == 0, prep.output);
+  // 256 bytes + 60 merges + <|endoftext|> = 317 ids.
+  auto train = run_process({binary_path("spmd-train"), "--config", run.config, "--set", "model.vocab_size=317",
+                            "--set", "data.train=" + run.dir.file("bpe/train.bin"), "--set",
+                            "data.val=" + run.dir.file("bpe/val.bin"), "--set", "train.steps=6", "--set",
+                            "checkpoint.dir=" + run.dir.file("bpe-ckpt"), "--set", "checkpoint.every=6", "--set",
+                            "output.dir=" + run.dir.file("bpe-out")},
+                           {}, 120);
+  REQUIRE_MESSAGE(train.exit_code == 0, train.output);
+  const std::string ckpt = run.dir.file("bpe-ckpt/step_00000006");
+  CHECK(std::filesystem::exists(ckpt + "/tokenizer/merges.txt"));
+  CHECK(std::filesystem::exists(ckpt + "/tokenizer/vocab.json"));
+  const std::string out = run.dir.file("bpe-sample.txt");
+  auto r = run_process({binary_path("spmd-train"), "sample", "--checkpoint", ckpt, "--prompt", "the cat é",
+                        "--tokens", "12", "--temperature", "0", "--text-out", out},
+                       {}, 60);
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  const std::string text = read_file(out);
+  CHECK(text.rfind("the cat é", 0) == 0);  // a character the corpus never had still encodes (as bytes)
+  CHECK(text.size() > std::string("the cat é").size() + 1);
+}
