@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint.h"
+#include "data/dataset_tokenizer.h"
 #include "data/meta.h"
 #include "data/token_file.h"
 #include "data/windows.h"
@@ -59,10 +60,22 @@ void check_token_data(const std::string& key, const std::string& spec, const Con
     }
   });
 }
+
+// The tokenizer spmd-prepare left beside the training data (BPE: vocab.json and merges.txt too):
+// it is copied into checkpoints and decodes train.sample_every's samples, so it must load.
+void check_tokenizer(const Config& config) {
+  const std::string meta = dataset_meta_path(config.data.train);
+  SPMD_CHECK(!meta.empty() || config.train.sample_every == 0,
+             "train.sample_every = {} needs the tokenizer of data.train ({}), but there is no meta.json beside it; "
+             "prepare the data with spmd-prepare, or set train.sample_every: 0",
+             config.train.sample_every, config.data.train);
+  if (!meta.empty()) with_key("data.train", [&] { return read_meta(meta); });
+}
 }  // namespace
 
 void preflight_check(const Config& config, const TrainOptions& options) {
   check_token_data("data.train", config.data.train, config);
+  check_tokenizer(config);
   if (config.train.eval_every > 0) check_token_data("data.val", config.data.val, config);
   if (options.resume) (void)resolve_resume_path(config, options.resume_path);
   check_output_dirs(config);
