@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/export.h"
+#include "ckpt/hf_import.h"
 #include "comm/backend.h"
 #include "config/config.h"
 #include "parallel/layout.h"
@@ -75,6 +76,7 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
   spmd::ModelLayout layout = spmd::plan_layout(config);  // layout errors before any process starts
   spmd::resolve_runtime(config.runtime);  // cuda/nccl where they cannot run: exit 2 before any process starts
   spmd::test_hooks();                     // a malformed SPMD_TEST_HOOKS, likewise
+  if (!opt.train.resume) spmd::check_hf_checkpoint(config);  // train.init_from against model.*, likewise
   const int mesh_size = static_cast<int>(layout.mesh.size());
 
   spmd::RendezvousInfo rendezvous;

@@ -54,6 +54,10 @@ struct TrainConfig {
   // gradients sum into one update equal to the whole batch's. data.batch_size must divide by the
   // data-parallel degree x microbatches.
   int64_t microbatches = 1;
+  // A Hugging Face GPT-2 checkpoint to start from (model.safetensors, or a directory holding it and
+  // config.json; lib/ckpt/hf_import.h): parameters only; optimizer and step start fresh. Ignored
+  // with --resume (the checkpoint wins). Empty: the usual random init.
+  std::string init_from;
 };
 
 struct CheckpointConfig {

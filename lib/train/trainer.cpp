@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf_import.h"
 #include "comm/backend.h"
 #include "parallel/pipeline_schedule.h"
 #include "train/metrics.h"
@@ -89,6 +90,10 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   TrainState state = build_train_state(config, rendezvous, options.single_process);
   const bool leader = state.rank() == 0;
   std::unique_ptr<MetricsLog> metrics = leader ? std::make_unique<MetricsLog>(config.output.dir) : nullptr;
+  if (!options.resume && !config.train.init_from.empty()) {  // with --resume the checkpoint wins
+    load_hf_checkpoint(*state.model, config.train.init_from);
+    if (leader) fmt::print("initialized from Hugging Face GPT-2 checkpoint {}\n", config.train.init_from);
+  }
   if (!test_hooks().dump_init_dir.empty()) dump_parameters(*state.model, test_hooks().dump_init_dir);
   CheckpointState checkpointed = state.checkpoint_view();
   if (options.resume) {
