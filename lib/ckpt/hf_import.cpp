@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/grad_mode.h>

@@ -1,14 +1,17 @@
 // train.init_from as real processes: our export loads back bit for bit onto other meshes (TP with
 // vocab padding, FSDP, pipeline stages), a model config that does not match stops in the launcher
 // with exit 2 before any worker starts, and --resume wins over init_from.
-#include <doctest/doctest.h>
-
 #include <cstring>
 #include <filesystem>
 
 #include "ckpt/hf_gpt2_layout.h"
 #include "ckpt/safetensors.h"
 #include "model/gpt2_params.h"
+
+// libtorch pulls in glog, whose CHECK would silently replace doctest's.
+#undef CHECK
+#include <doctest/doctest.h>
+
 #include "training_fixture.h"
 
 using namespace spmd::test;

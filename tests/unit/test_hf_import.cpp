@@ -1,13 +1,16 @@
 // Unit tests for the Hugging Face GPT-2 mapping and for check_hf_checkpoint (train.init_from):
 // the layouts, and every refusal naming the file, the tensor, both shapes and the config key.
-#include <doctest/doctest.h>
-
 #include <string>
 #include <vector>
 
 #include "ckpt/hf_gpt2_layout.h"
 #include "ckpt/hf_import.h"
 #include "ckpt/safetensors.h"
+
+// libtorch pulls in glog, whose CHECK would silently replace doctest's.
+#undef CHECK
+#include <doctest/doctest.h>
+
 #include "test_support.h"
 #include "usage_error.h"
 
