@@ -87,8 +87,12 @@ def main():
                                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     pretrained = os.path.join(d, "pretrained")
     hf = transformers.GPT2LMHeadModel(cfg).eval()
+    with torch.no_grad():  # every tensor distinct (LayerNorm gains, biases too): a mixed-up mapping shows
+        for p in hf.parameters():
+            p.add_(0.2 * torch.randn_like(p))
     hf.save_pretrained(pretrained)
     reference = hf_loss(hf, windows)
+    assert abs(reference - torch.log(torch.tensor(float(V))).item()) > 0.1, "the model should be far from uniform"
 
     # 1. HF weights in, on three meshes (the single-process run also trains on, for part 2).
     ck = os.path.join(d, "ck")

@@ -47,7 +47,7 @@ std::string write(const spmd::test::TempDir& dir, const std::vector<spmd::NamedT
 
 }  // namespace
 
-TEST_CASE("hf layout: Conv1D (in, out) shapes, attention dims folded, vocab padding dropped") {
+TEST_CASE("hf import layout: Conv1D (in, out) shapes, attention dims folded, vocab padding dropped") {
   spmd::ModelConfig m = tiny_config("").model;
   for (const auto& info : spmd::gpt2_param_table(m, 72)) {
     CAPTURE(info.name);
