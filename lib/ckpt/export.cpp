@@ -10,17 +10,26 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/hf_gpt2_layout.h"
 #include "ckpt/safetensors.h"
 #include "util/error.h"
 
 namespace spmd {
 
 namespace {
-// Our parameter name -> (HF name, HF shape given n_embd). Our weights are already (in, out) like
-// GPT-2's Conv1D; attention tensors only fold their (heads, head_dim) dims back together.
-std::string hf_name(const std::string& name) {
-  if (name == "wte" || name == "wpe") return "transformer." + name + ".weight";
-  return "transformer." + name;
+// The parameter table of the network an index describes (names and shapes only).
+std::map<std::string, ParamInfo> param_infos(const nlohmann::json& index) {
+  const auto& m = index.at("model");
+  ModelConfig model;
+  model.vocab_size = m.at("vocab_size").get<int64_t>();
+  model.block_size = m.at("block_size").get<int64_t>();
+  model.n_layer = m.at("n_layer").get<int64_t>();
+  model.n_head = m.at("n_head").get<int64_t>();
+  model.n_embd = m.at("n_embd").get<int64_t>();
+  model.bias = m.at("bias").get<bool>();
+  std::map<std::string, ParamInfo> infos;
+  for (auto& p : gpt2_param_table(model, index.at("padded_vocab").get<int64_t>())) infos[p.name] = p;
+  return infos;
 }
 }  // namespace
 
@@ -37,13 +46,16 @@ int export_hf_gpt2(const std::string& dir, const std::string& out_path) {
   std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
   std::vector<NamedTensor> out;
   try {
-    const int64_t vocab = index.at("model").at("vocab_size").get<int64_t>();
-    const int64_t C = index.at("model").at("n_embd").get<int64_t>();
+    const std::map<std::string, ParamInfo> infos = param_infos(index);
     for (const auto& array : index.at("arrays")) {
       const std::string name = array.at("name").get<std::string>();
       if (name.rfind("param/", 0) != 0) continue;  // optimizer state is not exported
       const std::string param = name.substr(6);
       auto shape = array.at("shape").get<std::vector<int64_t>>();
+      SPMD_CHECK(infos.count(param), "{}: array '{}' is not a GPT-2 parameter", index_path, name);
+      const ParamInfo& info = infos.at(param);
+      SPMD_CHECK(shape == info.shape, "{}: array '{}' has shape {} but its model section says {}", index_path, name,
+                 array.at("shape").dump(), nlohmann::json(info.shape).dump());
       at::Tensor full = at::zeros(shape, at::kFloat);
       for (const auto& block : array.at("blocks")) {
         const std::string file_name = block.at("file").get<std::string>();
@@ -63,11 +75,8 @@ int export_hf_gpt2(const std::string& dir, const std::string& out_path) {
           dst = dst.narrow(static_cast<int64_t>(d), offset[d], e.shape[d]);
         dst.copy_(file->tensor(tensor));
       }
-      if (param == "wte") full = full.narrow(0, 0, vocab);  // drop vocab padding
-      if (param.find("attn.c_attn.weight") != std::string::npos) full = full.reshape({C, 3 * C});
-      if (param.find("attn.c_attn.bias") != std::string::npos) full = full.reshape({3 * C});
-      if (param.find("attn.c_proj.weight") != std::string::npos) full = full.reshape({C, C});
-      out.push_back({hf_name(param), full.contiguous()});
+      if (info.padded_dim >= 0) full = full.narrow(info.padded_dim, 0, info.unpadded_size);  // drop vocab padding
+      out.push_back({hf_gpt2_name(param), full.contiguous().reshape(hf_gpt2_shape(info))});
     }
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(fmt::format("{}: malformed checkpoint index: {}", index_path, e.what()));

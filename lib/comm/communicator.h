@@ -36,7 +36,7 @@ struct RendezvousInfo {
 
 // Where a launcher (ours, torchrun, srun, mpirun: comm/launch_env.h) placed this process.
 inline RendezvousInfo rendezvous_info(const LaunchRanks& l, double timeout_s) {
-  return {l.rank, l.world_size, l.local_rank, l.local_world_size, l.master_addr, l.master_port, timeout_s};
+  return {l.rank, l.world_size, l.local_rank, l.local_world_size, l.master_addr, l.master_port, timeout_s, nullptr};
 }
 
 class Communicator {

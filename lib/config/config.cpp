@@ -181,7 +181,7 @@ TrainConfig read_train(const MapReader& top) {
   MapReader r = top.section(
       "train", {"steps", "decay_steps", "seed", "lr", "min_lr", "warmup_steps", "weight_decay",
                 "beta1", "beta2", "grad_clip", "eval_every", "eval_batches", "log_every",
-                "skip_nonfinite", "microbatches", "sample_every"});
+                "skip_nonfinite", "microbatches", "sample_every", "init_from"});
   read_positive(r, "steps", t.steps);
   read_at_least(r, "decay_steps", t.decay_steps, 0);
   r.read("seed", t.seed);
@@ -200,6 +200,7 @@ TrainConfig read_train(const MapReader& top) {
   // Divisibility by data-parallel degree x microbatches needs the mesh layout: plan_layout checks it.
   read_at_least(r, "microbatches", t.microbatches, 1);
   read_at_least(r, "sample_every", t.sample_every, 0);
+  r.read("init_from", t.init_from);  // checked against model.* by check_hf_checkpoint (needs the file)
   return t;
 }
 
@@ -369,6 +370,7 @@ std::string to_yaml(const Config& c) {
   field("skip_nonfinite", c.train.skip_nonfinite);
   field("microbatches", c.train.microbatches);
   field("sample_every", c.train.sample_every);
+  field("init_from", c.train.init_from);
   out << YAML::EndMap;
 
   section("checkpoint");

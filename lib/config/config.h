@@ -55,6 +55,10 @@ struct TrainConfig {
   // data-parallel degree x microbatches.
   int64_t microbatches = 1;
   int64_t sample_every = 0;    // print a short generated text every N steps (llm.c's); 0: never
+  // A Hugging Face GPT-2 checkpoint to start from (model.safetensors, or a directory holding it and
+  // config.json; lib/ckpt/hf_import.h): parameters only; optimizer and step start fresh. Ignored
+  // with --resume (the checkpoint wins). Empty: the usual random init.
+  std::string init_from;
 };
 
 struct CheckpointConfig {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf_import.h"
 #include "data/dataset_tokenizer.h"
 #include "data/meta.h"
 #include "data/token_file.h"
@@ -78,6 +79,7 @@ void preflight_check(const Config& config, const TrainOptions& options) {
   check_tokenizer(config);
   if (config.train.eval_every > 0) check_token_data("data.val", config.data.val, config);
   if (options.resume) (void)resolve_resume_path(config, options.resume_path);
+  else check_hf_checkpoint(config);  // train.init_from against model.* (with --resume the checkpoint wins)
   check_output_dirs(config);
 }
 

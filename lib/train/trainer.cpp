@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf_import.h"
 #include "comm/backend.h"
 #include "data/dataset_tokenizer.h"
 #include "train/generate.h"
@@ -124,6 +125,10 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   const auto& tc = config.train;
   TrainState state = build_train_state(config, rendezvous, options.single_process);
   const bool leader = state.rank() == 0;
+  if (!options.resume && !config.train.init_from.empty()) {  // with --resume the checkpoint wins
+    load_hf_checkpoint(*state.model, config.train.init_from);
+    if (leader) fmt::print("initialized from Hugging Face GPT-2 checkpoint {}\n", config.train.init_from);
+  }
   if (!test_hooks().dump_init_dir.empty()) dump_parameters(*state.model, test_hooks().dump_init_dir);
   CheckpointState checkpointed = state.checkpoint_view();
   if (options.resume) {
