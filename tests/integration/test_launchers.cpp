@@ -107,10 +107,7 @@ TEST_CASE("launchers: srun, mpirun and torchrun give exactly the built-in launch
   }
   SUBCASE("torchrun --nproc-per-node 4 --no-python") {
     const std::string torchrun = source_path(".venv-torch2/bin/torchrun");
-    const std::string fallback = "/work/main/.venv-torch2/bin/torchrun";
-    const std::string found = access(torchrun.c_str(), X_OK) == 0   ? torchrun
-                              : access(fallback.c_str(), X_OK) == 0 ? fallback
-                                                                    : which("torchrun");
+    const std::string found = access(torchrun.c_str(), X_OK) == 0 ? torchrun : which("torchrun");
     if (found.empty()) {
       MESSAGE("SKIP: no torchrun (scripts/setup-oracles puts torch 2.x's into .venv-torch2)");
       return;
