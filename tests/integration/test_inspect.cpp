@@ -129,7 +129,7 @@ TEST_CASE("inspect: broken configs exit 2 with a message naming the culprit") {
   CHECK(no_args.exit_code == 2);
 }
 
-TEST_CASE("inspect: GPT-2 124M fits on one screen, memory verdict first; JSON and --all list every parameter") {
+TEST_CASE("inspect: GPT-2 124M fits on one screen, memory verdict first, JSON and --all list every parameter") {
   const std::string config = source_path("configs/gpt2-124m.yaml");
   auto text = inspect({"--config", config, "--device-memory", "80GiB"});
   REQUIRE_MESSAGE(text.exit_code == 0, text.output);

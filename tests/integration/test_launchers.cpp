@@ -148,7 +148,7 @@ TEST_CASE("restarts: kill -9 of a worker -> all restart from the last checkpoint
   check_equal_losses(read_metrics(out + "/metrics.jsonl"), full);
 }
 
-TEST_CASE("restarts: a failure beyond --max-restarts exits 1 naming the rank; a usage error is not restarted") {
+TEST_CASE("restarts: a failure beyond --max-restarts exits 1 naming the rank, a usage error is not restarted") {
   TinyRun run;
   const std::string ck = run.dir.file("ck");
   auto argv = train_args(run, run.dir.file("o"));

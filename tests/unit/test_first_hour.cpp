@@ -31,7 +31,7 @@ TEST_CASE("size hints: heads over a 3-way axis name n_head's and the axis's work
   CHECK(contains(msg, "map heads to null"));
 }
 
-TEST_CASE("size hints: a derived size names its formula; values the config refuses are skipped") {
+TEST_CASE("size hints: a derived size names its formula, values the config refuses are skipped") {
   const std::vector<SizeSource> sources = gpt2_size_sources(ModelConfig{});  // n_head 4, n_embd 128
   const SizeSource* mlp = nullptr;
   for (const auto& s : sources)
@@ -56,7 +56,7 @@ TEST_CASE("rules: an unused logical name is a typo with a did-you-mean") {
   CHECK(contains(msg, "did you mean 'embed'"));
 }
 
-TEST_CASE("inspect: repeated blocks fold into one row; differing rows stay apart") {
+TEST_CASE("inspect: repeated blocks fold into one row, differing rows stay apart") {
   std::vector<ParamRow> rows{{"wte", {"a"}}, {"h.0.w", {"x"}}, {"h.1.w", {"x"}}, {"h.2.w", {"x"}},
                              {"h.0.b", {"y"}}, {"h.1.b", {"z"}}, {"ln_f.weight", {"c"}}};
   const auto folded = fold_repeated_blocks(rows);

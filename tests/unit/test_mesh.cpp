@@ -63,7 +63,7 @@ TEST_CASE("sharding: the seeds' 2x4 example: (None, 'model') on a 1024x1024 kern
   CHECK_FALSE(s.is_primary_replica(5));
 }
 
-TEST_CASE("sharding: a dim over two axes, first name major; missing trailing dims replicated") {
+TEST_CASE("sharding: a dim over two axes, first name major, missing trailing dims replicated") {
   Mesh mesh({2, 4}, {"data", "model"});
   NamedSharding s(mesh, PartitionSpec{{{"model", "data"}}}, {16, 3}, "w");
   CHECK(s.shard_shape() == std::vector<int64_t>{2, 3});

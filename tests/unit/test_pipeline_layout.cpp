@@ -72,7 +72,7 @@ TEST_CASE("pipeline schedule: the ideal bubble is (p-1)/(M+p-1)") {
   CHECK(bubble_fraction(2, 2) == doctest::Approx(1.0 / 3.0));
 }
 
-TEST_CASE("pipeline layout: a layers rule stages the blocks; embeddings first, head last, wte on both") {
+TEST_CASE("pipeline layout: a layers rule stages the blocks, embeddings first, head last, wte on both") {
   const ModelLayout layout = plan_layout(pipeline_config());
   CHECK(layout.pipeline.axis == "stage");
   CHECK(layout.pipeline.layer_begin == std::vector<int64_t>{0, 1, 2, 3, 4});

@@ -17,7 +17,7 @@ TEST_CASE("token sampler: temperature 0 is the argmax, the lowest id among equal
   for (int64_t position = 0; position < 10; ++position) CHECK(choose_token(logits, greedy, position) == 1);
 }
 
-TEST_CASE("token sampler: top-k 1 is greedy whatever the draw; the same (seed, position) draws the same token") {
+TEST_CASE("token sampler: top-k 1 is greedy whatever the draw, the same (seed, position) draws the same token") {
   at::Tensor logits = at::randn({50}, at::kFloat);
   const int64_t best = logits.argmax().item<int64_t>();
   for (int64_t position = 0; position < 20; ++position) {
