@@ -108,13 +108,7 @@ DatasetMeta prepare_bpe(const PrepareOptions& options, const std::vector<std::st
   const int64_t n_tokens = encode_files(*meta.bpe, files, progress, train);
   train.close();
 
-  // Like nanoGPT: train = data[:int(n * (1 - f))], val = the rest.
-  const auto n_train = static_cast<int64_t>(static_cast<double>(n_tokens) * (1 - options.val_fraction));
-  meta.train_tokens = n_train;
-  meta.val_tokens = n_tokens - n_train;
-  SPMD_CHECK(meta.train_tokens > 0 && (options.val_fraction == 0 || meta.val_tokens > 0),
-             "input of {} tokens is too small to split with --val-fraction {}", n_tokens,
-             options.val_fraction);
+  const int64_t n_train = split_train_val(meta, n_tokens, options.val_fraction);
   split_tail(train, n_train, val);
   train.commit();
   val.commit();

@@ -66,6 +66,15 @@ void SplitWriter::flush() {
   buffer_.clear();
 }
 
+int64_t split_train_val(DatasetMeta& meta, int64_t n_tokens, double val_fraction) {
+  const auto n_train = static_cast<int64_t>(static_cast<double>(n_tokens) * (1 - val_fraction));
+  meta.train_tokens = n_train;
+  meta.val_tokens = n_tokens - n_train;
+  SPMD_CHECK(meta.train_tokens > 0 && (val_fraction == 0 || meta.val_tokens > 0),
+             "input of {} tokens is too small to split with --val-fraction {}", n_tokens, val_fraction);
+  return n_train;
+}
+
 void write_meta_file(const DatasetMeta& meta, const std::string& out_dir) {
   OutputFile meta_file((std::filesystem::path(out_dir) / "meta.json").string());
   std::string text = meta_to_json(meta).dump(1) + "\n";

@@ -71,8 +71,13 @@ class SplitWriter {
   std::vector<uint16_t> buffer_;
 };
 
-// meta.json, written last so that a complete meta.json means complete outputs.
 struct DatasetMeta;
+
+// Like nanoGPT: train = data[:int(n * (1 - f))], val = the rest. Sets meta's token counts and
+// returns the train count; UsageError when either part would be empty (val only if f > 0).
+int64_t split_train_val(DatasetMeta& meta, int64_t n_tokens, double val_fraction);
+
+// meta.json, written last so that a complete meta.json means complete outputs.
 void write_meta_file(const DatasetMeta& meta, const std::string& out_dir);
 
 }  // namespace spmd
