@@ -101,7 +101,8 @@ void setup_train(CLI::App& app, TrainCliOptions& opt) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--verbose", opt.launch.verbose, "forward every rank's output, prefixed [rank r]");
   app.add_option("--resume", opt.train.resume_path,
-                 "continue from a checkpoint: PATH, or the newest in checkpoint.dir when given no value")
+                 "continue from a checkpoint: PATH, or the newest in checkpoint.dir when given no value; "
+                 "'auto': the newest if there is one, else from step 0 (for torchrun/Slurm restarts)")
       ->expected(0, 1);
 }
 
@@ -124,7 +125,7 @@ spmd::RendezvousInfo check_launch_env(const spmd::LaunchEnv& launched, const spm
              launched.world_size_variable, r.world_size, mesh.describe(), mesh.size(), mesh.size());
   SPMD_CHECK(max_restarts == 0 || launched.launcher == "spmd-train",
              "--max-restarts is for spmd-train's own launcher; under {} let it restart the job (exit code 1 means a "
-             "restartable failure) and pass --resume",
+             "restartable failure) and pass --resume auto",
              launched.launcher);
   if (r.rank == 0 && launched.launcher != "spmd-train") fmt::print("{}\n", launched.description);
   return r;

@@ -190,13 +190,14 @@ std::optional<std::string> find_latest_checkpoint(const std::string& dir) {
 }
 
 std::string resolve_resume_path(const Config& config, const std::string& requested) {
-  if (!requested.empty() && requested != "latest") {
+  if (!requested.empty() && requested != "latest" && requested != "auto") {
     SPMD_CHECK(fs::exists(requested + "/index.json"), "--resume {}: not a complete checkpoint (no index.json there)",
                requested);
     return requested;
   }
   SPMD_CHECK(!config.checkpoint.dir.empty(), "--resume needs checkpoint.dir in the config, or a checkpoint path");
   auto latest = find_latest_checkpoint(config.checkpoint.dir);
+  if (requested == "auto" && !latest) return "";
   SPMD_CHECK(latest.has_value(), "--resume: no complete checkpoint in {} (looked for step_*/index.json)",
              config.checkpoint.dir);
   return *latest;

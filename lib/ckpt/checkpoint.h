@@ -45,7 +45,8 @@ void restore_parameters(ShardedModel& model, const std::string& path);
 std::string checkpoint_config_yaml(const std::string& path);
 
 // Resolves --resume: "" or "latest" -> newest complete checkpoint in checkpoint.dir (error if
-// none), otherwise the given directory.
+// none); "auto" -> the same, or "" when there is none yet (start from step 0: what a job restarted
+// by an external launcher passes); otherwise the given directory.
 std::string resolve_resume_path(const Config& config, const std::string& requested);
 
 }  // namespace spmd

@@ -78,8 +78,8 @@ void preflight_check(const Config& config, const TrainOptions& options) {
   check_token_data("data.train", config.data.train, config);
   check_tokenizer(config);
   if (config.train.eval_every > 0) check_token_data("data.val", config.data.val, config);
-  if (options.resume) (void)resolve_resume_path(config, options.resume_path);
-  else check_hf_checkpoint(config);  // train.init_from against model.* (with --resume the checkpoint wins)
+  const bool resuming = options.resume && !resolve_resume_path(config, options.resume_path).empty();
+  if (!resuming) check_hf_checkpoint(config);  // train.init_from against model.* (a checkpoint wins)
   check_output_dirs(config);
 }
 

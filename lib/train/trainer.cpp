@@ -125,21 +125,25 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   const auto& tc = config.train;
   TrainState state = build_train_state(config, rendezvous, options.single_process);
   const bool leader = state.rank() == 0;
-  if (!options.resume && !config.train.init_from.empty()) {  // with --resume the checkpoint wins
+  // "" when not resuming, or --resume auto found no checkpoint yet.
+  const std::string resume_path = options.resume ? resolve_resume_path(config, options.resume_path) : "";
+  const bool resuming = !resume_path.empty();
+  if (options.resume && !resuming && leader)
+    fmt::print("--resume auto: no checkpoint in {} yet, starting from step 0\n", config.checkpoint.dir);
+  if (!resuming && !config.train.init_from.empty()) {  // when resuming, the checkpoint wins
     load_hf_checkpoint(*state.model, config.train.init_from);
     if (leader) fmt::print("initialized from Hugging Face GPT-2 checkpoint {}\n", config.train.init_from);
   }
   if (!test_hooks().dump_init_dir.empty()) dump_parameters(*state.model, test_hooks().dump_init_dir);
   CheckpointState checkpointed = state.checkpoint_view();
-  if (options.resume) {
-    const std::string path = resolve_resume_path(config, options.resume_path);
-    restore_checkpoint(checkpointed, path);
-    if (leader) fmt::print("resumed from {} at step {}\n", path, state.step);
+  if (resuming) {
+    restore_checkpoint(checkpointed, resume_path);
+    if (leader) fmt::print("resumed from {} at step {}\n", resume_path, state.step);
   }
   std::unique_ptr<MetricsLog> metrics =
-      leader ? std::make_unique<MetricsLog>(config.output.dir, options.resume ? state.step : -1) : nullptr;
+      leader ? std::make_unique<MetricsLog>(config.output.dir, resuming ? state.step : -1) : nullptr;
   const bool checkpointing = !config.checkpoint.dir.empty();
-  int64_t last_saved_step = options.resume ? state.step : -1;
+  int64_t last_saved_step = resuming ? state.step : -1;
   auto checkpoint = [&]() {
     if (state.step == last_saved_step) return;
     last_saved_step = state.step;

@@ -51,7 +51,8 @@ TestHooks parse_test_hooks(const std::string& text, int restart_count) {
 const TestHooks& test_hooks() {
   static const TestHooks hooks = [] {
     const char* text = std::getenv("SPMD_TEST_HOOKS");
-    const char* attempt = std::getenv("SPMD_RESTART_COUNT");
+    const char* attempt = std::getenv("SPMD_RESTART_COUNT");  // ours, else torchrun's
+    if (!attempt) attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
     return text ? parse_test_hooks(text, attempt ? std::atoi(attempt) : 0) : TestHooks{};
   }();
   return hooks;

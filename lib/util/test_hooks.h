@@ -14,8 +14,9 @@ struct TestHooks {
                                        // save, after the shards are written, before the commit
   std::string dump_init_dir;           // dump_init=DIR: write the initialized global parameters
   int64_t sigkill_at_step = -1;        // sigkill@N:R: rank R kills itself (SIGKILL) before step N, in
-  int sigkill_rank = -1;               // the launcher's first attempt only (SPMD_RESTART_COUNT unset
-                                       // or 0); sigkill_always@N:R: in every attempt
+  int sigkill_rank = -1;               // the launcher's first attempt only (SPMD_RESTART_COUNT, else
+                                       // TORCHELASTIC_RESTART_COUNT, unset or 0); sigkill_always@N:R:
+                                       // in every attempt
 };
 
 const TestHooks& test_hooks();

@@ -65,6 +65,12 @@ std::vector<int64_t> logged_steps(const std::string& metrics) {
   return steps;
 }
 
+// torch 2.x's torchrun (scripts/setup-oracles puts it into .venv-torch2), or "".
+std::string find_torchrun() {
+  const std::string torchrun = source_path(".venv-torch2/bin/torchrun");
+  return access(torchrun.c_str(), X_OK) == 0 ? torchrun : which("torchrun");
+}
+
 // A one-node Slurm cluster for the life of the object (tests/launchers/slurm_cluster.sh).
 struct SlurmCluster {
   std::string dir;
@@ -106,8 +112,7 @@ TEST_CASE("launchers: srun, mpirun and torchrun give exactly the built-in launch
     check_equal_losses(read_metrics(out + "/metrics.jsonl"), baseline);
   }
   SUBCASE("torchrun --nproc-per-node 4 --no-python") {
-    const std::string torchrun = source_path(".venv-torch2/bin/torchrun");
-    const std::string found = access(torchrun.c_str(), X_OK) == 0 ? torchrun : which("torchrun");
+    const std::string found = find_torchrun();
     if (found.empty()) {
       MESSAGE("SKIP: no torchrun (scripts/setup-oracles puts torch 2.x's into .venv-torch2)");
       return;
@@ -144,6 +149,26 @@ TEST_CASE("restarts: kill -9 of a worker -> all restart from the last checkpoint
   CHECK_MESSAGE(r.output.find("restart 1 of 1 after rank 1 (pid") != std::string::npos, r.output);
   CHECK_MESSAGE(r.output.find("was killed by signal 9") != std::string::npos, r.output);
   CHECK_MESSAGE(r.output.find("resuming from " + ck + "/step_00000006") != std::string::npos, r.output);
+  CHECK(logged_steps(out + "/metrics.jsonl") == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  check_equal_losses(read_metrics(out + "/metrics.jsonl"), full);
+}
+
+TEST_CASE("restarts: torchrun --max-restarts with --resume auto: the same command starts fresh, then resumes") {
+  const std::string torchrun = find_torchrun();
+  if (torchrun.empty()) {
+    MESSAGE("SKIP: no torchrun (scripts/setup-oracles puts torch 2.x's into .venv-torch2)");
+    return;
+  }
+  TinyRun run;
+  const Curve full = train(run, run.dir.file("full"), settings());
+  const std::string out = run.dir.file("torchrun"), ck = run.dir.file("ck");
+  auto argv = under({torchrun, "--nproc-per-node", "4", "--no-python", "--max-restarts", "1"}, train_args(run, out));
+  argv.insert(argv.end(), {"--set", "checkpoint.dir=" + ck, "--set", "checkpoint.every=3", "--resume", "auto"});
+  auto r = run_process(argv, {{"SPMD_TEST_HOOKS", "sigkill@7:1"}}, 240);  // attempt 0: rank 1 dies before step 7
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK_MESSAGE(r.output.find("--resume auto: no checkpoint in " + ck + " yet, starting from step 0") != std::string::npos,
+                r.output);
+  CHECK_MESSAGE(r.output.find("resumed from " + ck + "/step_00000006 at step 6") != std::string::npos, r.output);
   CHECK(logged_steps(out + "/metrics.jsonl") == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   check_equal_losses(read_metrics(out + "/metrics.jsonl"), full);
 }

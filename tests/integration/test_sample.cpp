@@ -34,7 +34,7 @@ struct SampledRun {
                        "train: {steps: 40, decay_steps: 40, warmup_steps: 5, lr: 1.0e-2, log_every: 10, eval_every: 0}\n"
                        "checkpoint: {dir: " + dir.file("ckpt") + ", every: 40}\n"
                        "output: {dir: " + dir.file("out") + "}\n"
-                       "runtime: {timeout_s: 60}\n");
+                       "runtime: {timeout_s: 60, device: cpu, backend: gloo}\n");
     auto train = run_process({binary_path("spmd-train"), "--config", config}, {}, 120);
     REQUIRE_MESSAGE(train.exit_code == 0, train.output);
     checkpoint = dir.file("ckpt/step_00000040");

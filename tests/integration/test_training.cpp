@@ -24,14 +24,6 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-// The largest relative difference between two curves' step losses.
-double max_rel_diff(const Curve& a, const Curve& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.loss.size() && i < b.loss.size(); ++i)
-    worst = std::max(worst, std::abs(a.loss[i] / b.loss[i] - 1));
-  return worst;
-}
-
 }  // namespace
 
 TEST_CASE("training: every mesh matches the single-process loss curve") {
@@ -148,21 +140,16 @@ TEST_CASE("training: bfloat16 matmuls follow the single process on TP, DP and FS
   const std::vector<std::string> bf16{"--set", "model.matmul_dtype=bfloat16"};
   Curve fp32 = train(run, run.dir.file("fp32"), {});
   Curve single = train(run, run.dir.file("bf16-single"), bf16);
-  auto max_rel = [](const Curve& a, const Curve& b) {
-    double worst = 0;
-    for (size_t i = 0; i < a.loss.size(); ++i) worst = std::max(worst, std::abs(a.loss[i] / b.loss[i] - 1));
-    return worst;
-  };
-  MESSAGE("bf16 vs fp32, one process: max relative loss difference " << max_rel(single, fp32));
+  MESSAGE("bf16 vs fp32, one process: max relative loss difference " << max_rel_diff(single, fp32));
   check_same_curve(single, fp32, 2e-3);
-  CHECK(max_rel(single, fp32) > 0);  // the option is in effect
+  CHECK(max_rel_diff(single, fp32) > 0);  // the option is in effect
   for (const auto& [name, shape, axes, rules] : {TestMesh{"hybrid-2x2", "[2,2]", "[data,model]", kTpRules},
                                                  TestMesh{"fsdp-4", "[4]", "[fsdp]", test_mesh("fsdp-8").rules}}) {
     CAPTURE(name);
     auto args = mesh_args({name, shape, axes, rules});
     args.insert(args.end(), bf16.begin(), bf16.end());
     Curve curve = train(run, run.dir.file("bf16-" + name), args);
-    MESSAGE(name << " vs one process, both bf16: max relative loss difference " << max_rel(curve, single));
+    MESSAGE(name << " vs one process, both bf16: max relative loss difference " << max_rel_diff(curve, single));
     check_same_curve(curve, single, 1e-3);
   }
 }

@@ -1,6 +1,7 @@
 // Shared by the multi-process training tests: the tiny model on a generated corpus,
 // the meshes under test, and reading metrics.jsonl.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -30,7 +31,7 @@ struct TinyRun {
                        ", batch_size: 8}\n"
                        "train: {steps: 12, decay_steps: 12, warmup_steps: 3, lr: 3.0e-3, log_every: 1, "
                        "eval_every: 6, eval_batches: 2}\n"
-                       "runtime: {timeout_s: 60}\n");
+                       "runtime: {timeout_s: 60, device: cpu, backend: gloo}\n");  // CPU also where a GPU is visible
   }
 };
 
@@ -100,6 +101,14 @@ inline Curve train(const TinyRun& run, const std::string& out, const std::vector
   auto r = run_train(run, out, extra);
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   return read_metrics(out + "/metrics.jsonl");
+}
+
+// The largest relative difference between two curves' step losses.
+inline double max_rel_diff(const Curve& a, const Curve& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.loss.size() && i < b.loss.size(); ++i)
+    worst = std::max(worst, std::abs(a.loss[i] / b.loss[i] - 1));
+  return worst;
 }
 
 inline void check_same_curve(const Curve& got, const Curve& want, double rel) {

@@ -1,0 +1,73 @@
+// Training on a GPU as real processes: the tiny model on CUDA follows one CPU process. Where no
+// GPU is visible (or the build has no CUDA) each case prints "SKIP: no GPU" and ctest reports it
+// skipped (tests/CMakeLists.txt), never passed.
+#include <doctest/doctest.h>
+
+#include "comm/backend.h"
+#include "training_fixture.h"
+
+using namespace spmd::test;
+
+namespace {
+bool skip_without_gpu() {
+  if (spmd::built_with_cuda() && spmd::visible_gpus() > 0) return false;
+  MESSAGE("SKIP: no GPU (" << (spmd::built_with_cuda() ? "no GPU visible" : "built without CUDA") << ")");
+  return true;
+}
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+const std::vector<std::string> kCpu{"--set", "runtime.device=cpu", "--set", "runtime.backend=gloo"};
+const std::vector<std::string> kCudaNccl{"--set", "runtime.device=cuda", "--set", "runtime.backend=nccl"};
+// NCCL refuses two ranks on one device: ranks sharing the one GPU talk over Gloo (CUDA tensors).
+const std::vector<std::string> kCudaGloo{"--set", "runtime.device=cuda", "--set", "runtime.backend=gloo"};
+const std::vector<std::string> kBf16{"--set", "model.matmul_dtype=bfloat16"};
+
+const TestMesh kHybrid2x2{"hybrid-2x2", "[2,2]", "[data,model]", kTpRules};
+TestMesh fsdp(int n) { return {"fsdp-" + std::to_string(n), "[" + std::to_string(n) + "]", "[fsdp]", test_mesh("fsdp-8").rules}; }
+}  // namespace
+
+TEST_CASE("cuda: one CUDA rank over NCCL follows one CPU process to float32 tolerance") {
+  if (skip_without_gpu()) return;
+  TinyRun run;
+  for (const char* dropout : {"0.0", "0.1"}) {
+    CAPTURE(dropout);
+    const std::vector<std::string> d{"--set", std::string("model.dropout=") + dropout};
+    Curve cpu = train(run, run.dir.file(std::string("cpu-") + dropout), with(kCpu, d));
+    Curve gpu = train(run, run.dir.file(std::string("gpu-") + dropout), with(kCudaNccl, d));
+    MESSAGE("dropout " << dropout << ": 1 CUDA rank vs 1 CPU process, max relative loss difference " << max_rel_diff(gpu, cpu));
+    check_same_curve(gpu, cpu, 2e-4);
+  }
+}
+
+TEST_CASE("cuda: 2 and 4 ranks sharing the GPU over Gloo follow one CPU process on [2,2] and FSDP") {
+  if (skip_without_gpu()) return;
+  TinyRun run;
+  Curve cpu = train(run, run.dir.file("cpu"), kCpu);
+  for (const TestMesh& mesh : {kHybrid2x2, fsdp(2), fsdp(4)}) {
+    CAPTURE(mesh.name);
+    Curve gpu = train(run, run.dir.file("gpu-" + mesh.name), with(mesh_args(mesh), kCudaGloo));
+    MESSAGE(mesh.name << " on CUDA vs 1 CPU process: max relative loss difference " << max_rel_diff(gpu, cpu));
+    check_same_curve(gpu, cpu, 2e-4);
+  }
+}
+
+TEST_CASE("cuda: bfloat16 matmuls on CUDA stay within bf16 tolerance of one CPU process") {
+  if (skip_without_gpu()) return;
+  TinyRun run;
+  Curve cpu = train(run, run.dir.file("cpu"), kCpu);
+  Curve cpu_bf16 = train(run, run.dir.file("cpu-bf16"), with(kCpu, kBf16));
+  Curve one = train(run, run.dir.file("gpu-bf16"), with(kCudaNccl, kBf16));
+  MESSAGE("bf16, 1 CUDA rank vs fp32 CPU: " << max_rel_diff(one, cpu) << ", vs bf16 CPU: " << max_rel_diff(one, cpu_bf16));
+  check_same_curve(one, cpu, 1e-2);
+  CHECK(max_rel_diff(one, cpu) > 0);  // bf16 is in effect on the GPU
+  for (const TestMesh& mesh : {kHybrid2x2, fsdp(4)}) {
+    CAPTURE(mesh.name);
+    Curve gpu = train(run, run.dir.file("gpu-bf16-" + mesh.name), with(mesh_args(mesh), with(kCudaGloo, kBf16)));
+    MESSAGE(mesh.name << " bf16 on CUDA vs fp32 CPU: max relative loss difference " << max_rel_diff(gpu, cpu));
+    check_same_curve(gpu, cpu, 1e-2);
+  }
+}
