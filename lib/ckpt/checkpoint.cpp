@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,6 +19,7 @@
 #include "inspect/report.h"
 #include "util/durable_file.h"
 #include "util/error.h"
+#include "util/json_file.h"
 #include "util/test_hooks.h"
 
 namespace fs = std::filesystem;
@@ -43,16 +43,6 @@ at::Tensor& local_array(CheckpointState& s, const std::string& kind, size_t i) {
 nlohmann::json model_json(const ModelConfig& m) {
   return {{"vocab_size", m.vocab_size}, {"block_size", m.block_size}, {"n_layer", m.n_layer},
           {"n_head", m.n_head},         {"n_embd", m.n_embd},         {"bias", m.bias}};
-}
-
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  SPMD_CHECK(in.good(), "checkpoint index {} is missing or unreadable", path);
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw UsageError(fmt::format("checkpoint index {} is corrupted: {}", path, e.what()));
-  }
 }
 
 // Rank 0 decides, every rank learns: a broadcast of one integer over the (CPU) control group.
@@ -110,7 +100,7 @@ std::string save_checkpoint(CheckpointState& s) {
     nlohmann::json arrays = nlohmann::json::array();
     std::map<int64_t, nlohmann::json> manifests;
     for (int64_t r = 0; r < layout.mesh.size(); ++r)
-      manifests[r] = read_json_file(tmp_dir + fmt::format("/manifest_{:05d}.json", r));
+      manifests[r] = read_json_file(tmp_dir + fmt::format("/manifest_{:05d}.json", r), "checkpoint manifest");
     for (const auto& p : layout.params) {
       for (const char* kind : kArrayKinds) {
         const std::string name = std::string(kind) + "/" + p.info.name;
@@ -207,7 +197,7 @@ namespace {
 // The index of checkpoint `path`, checked to be ours and to describe the network `model`.
 nlohmann::json read_checked_index(const std::string& path, const ModelConfig& model) {
   const std::string index_path = path + "/index.json";
-  nlohmann::json index = read_json_file(index_path);
+  nlohmann::json index = read_json_file(index_path, "checkpoint index");
   try {
     SPMD_CHECK(index.at("format") == "spmd-train-checkpoint", "{}: not a spmd-train checkpoint index", index_path);
     SPMD_CHECK(index.at("version").get<int>() == kFormatVersion, "{}: format version {} is not supported (expected {})",
@@ -356,7 +346,7 @@ void restore_parameters(ShardedModel& model, const std::string& path) {
 std::string checkpoint_config_yaml(const std::string& path) {
   const std::string index_path = path + "/index.json";
   SPMD_CHECK(fs::exists(index_path), "{}: not a complete checkpoint (no index.json there)", path);
-  const nlohmann::json index = read_json_file(index_path);
+  const nlohmann::json index = read_json_file(index_path, "checkpoint index");
   SPMD_CHECK(index.contains("config") && index["config"].is_string(), "{}: has no config", index_path);
   return index["config"].get<std::string>();
 }

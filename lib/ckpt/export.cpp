@@ -13,6 +13,7 @@
 #include "ckpt/hf_gpt2_layout.h"
 #include "ckpt/safetensors.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace spmd {
 
@@ -35,14 +36,8 @@ std::map<std::string, ParamInfo> param_infos(const nlohmann::json& index) {
 
 int export_hf_gpt2(const std::string& dir, const std::string& out_path) {
   const std::string index_path = dir + "/index.json";
-  std::ifstream in(index_path);
-  SPMD_CHECK(in.good(), "--checkpoint {}: no index.json there (not a complete checkpoint)", dir);
-  nlohmann::json index;
-  try {
-    index = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw UsageError(fmt::format("{} is corrupted: {}", index_path, e.what()));
-  }
+  SPMD_CHECK(std::ifstream(index_path).good(), "--checkpoint {}: no index.json there (not a complete checkpoint)", dir);
+  const nlohmann::json index = read_json_file(index_path, "checkpoint index");
   std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
   std::vector<NamedTensor> out;
   try {

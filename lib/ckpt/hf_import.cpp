@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -18,6 +17,7 @@
 #include "ckpt/hf_gpt2_layout.h"
 #include "ckpt/safetensors.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace fs = std::filesystem;
 
@@ -102,14 +102,7 @@ void check_tied_head(const SafetensorsFile& file, const std::string& wte_name) {
 
 // config.json's sizes against model.*; also the fixed parts of our GPT-2 (tanh GELU, LayerNorm eps).
 void check_config_json(const std::string& path, const ModelConfig& model) {
-  std::ifstream in(path);
-  SPMD_CHECK(in.good(), "train.init_from: cannot read {}", path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw UsageError(fmt::format("train.init_from: {} is not valid JSON: {}", path, e.what()));
-  }
+  nlohmann::json j = read_json_file(path, "train.init_from: config");
   const std::vector<std::tuple<const char*, const char*, int64_t>> sizes{
       {"n_embd", "model.n_embd", model.n_embd},       {"n_layer", "model.n_layer", model.n_layer},
       {"n_head", "model.n_head", model.n_head},       {"n_positions", "model.block_size", model.block_size},
