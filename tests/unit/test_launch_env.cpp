@@ -5,7 +5,7 @@
 
 #include "comm/hostlist.h"
 #include "comm/launch_env.h"
-#include "train/restarts.h"
+#include "launch/restarts.h"
 #include "usage_error.h"
 #include "util/test_hooks.h"
 

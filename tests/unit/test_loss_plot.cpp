@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "test_support.h"
-#include "train/loss_plot.h"
-#include "train/svg_chart.h"
+#include "monitor/loss_plot.h"
+#include "monitor/svg_chart.h"
 #include "usage_error.h"
 
 using namespace spmd;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "test_support.h"
-#include "train/tensorboard_writer.h"
-#include "train/tf_record.h"
+#include "monitor/tensorboard_writer.h"
+#include "monitor/tf_record.h"
 #include "util/crc32c.h"
 
 using namespace spmd;

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "train/token_sampler.h"
+#include "generate/token_sampler.h"
 
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
 #undef CHECK

@@ -1,5 +1,5 @@
 // metrics.jsonl -> loss chart (see loss_plot.h).
-#include "train/loss_plot.h"
+#include "monitor/loss_plot.h"
 
 #include <cerrno>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "train/svg_chart.h"
+#include "monitor/svg_chart.h"
 #include "util/durable_file.h"
 #include "util/error.h"
 

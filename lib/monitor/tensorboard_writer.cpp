@@ -1,5 +1,5 @@
 // TensorBoard event file writer: Event protos (our tensorboard_event.proto) in TFRecord framing.
-#include "train/tensorboard_writer.h"
+#include "monitor/tensorboard_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "train/tensorboard_event.pb.h"
-#include "train/tf_record.h"
+#include "monitor/tensorboard_event.pb.h"
+#include "monitor/tf_record.h"
 #include "util/error.h"
 
 namespace spmd {

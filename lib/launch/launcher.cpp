@@ -1,5 +1,5 @@
 // fork/exec workers, multiplex their output, watch for deaths and signals, tear down on failure.
-#include "train/launcher.h"
+#include "launch/launcher.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "train/launcher.h"
+#include "launch/launcher.h"
 
 namespace spmd {
 

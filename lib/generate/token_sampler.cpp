@@ -1,5 +1,5 @@
 // Sampling in float64 on the host: the vocabulary is small next to a forward pass.
-#include "train/token_sampler.h"
+#include "generate/token_sampler.h"
 
 #include <algorithm>
 #include <cmath>

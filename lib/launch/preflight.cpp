@@ -1,5 +1,5 @@
 // The pre-launch checks: each input opened and validated the way the run will use it.
-#include "train/preflight.h"
+#include "launch/preflight.h"
 
 #include <algorithm>
 #include <filesystem>

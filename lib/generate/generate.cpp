@@ -1,5 +1,5 @@
 // The decoding loop: which positions to feed, the cache, the choice of each token.
-#include "train/generate.h"
+#include "generate/generate.h"
 
 #include <ATen/core/grad_mode.h>
 

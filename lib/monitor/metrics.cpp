@@ -1,5 +1,5 @@
 // metrics.jsonl writer.
-#include "train/metrics.h"
+#include "monitor/metrics.h"
 
 #include <cerrno>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "train/tensorboard_writer.h"
+#include "monitor/tensorboard_writer.h"
 #include "util/durable_file.h"
 #include "util/error.h"
 

@@ -1,5 +1,5 @@
 // Parsing and launching `spmd-train sample`.
-#include "train/sample_command.h"
+#include "generate/sample_command.h"
 
 #include <unistd.h>
 
@@ -15,8 +15,8 @@
 #include "comm/backend.h"
 #include "comm/launch_env.h"
 #include "parallel/layout.h"
-#include "train/launcher.h"
-#include "train/preflight_ranks.h"
+#include "launch/launcher.h"
+#include "launch/preflight_ranks.h"
 #include "util/error.h"
 
 namespace spmd {

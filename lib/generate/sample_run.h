@@ -7,7 +7,7 @@
 #include "comm/communicator.h"
 #include "config/config.h"
 #include "data/meta.h"
-#include "train/generate.h"
+#include "generate/generate.h"
 
 namespace spmd {
 

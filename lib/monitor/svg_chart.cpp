@@ -1,6 +1,6 @@
 // SVG line chart (see svg_chart.h). Layout in pixels: a fixed 800x480 canvas, the plot area inside
 // fixed margins; data coordinates map linearly onto it.
-#include "train/svg_chart.h"
+#include "monitor/svg_chart.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Sampling: config and inputs, the sharded model from a checkpoint, the text out.
-#include "train/sample_run.h"
+#include "generate/sample_run.h"
 
 #include <chrono>
 #include <cstdio>

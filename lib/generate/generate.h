@@ -7,7 +7,7 @@
 
 #include "model/gpt2.h"
 #include "parallel/sharded_model.h"
-#include "train/token_sampler.h"
+#include "generate/token_sampler.h"
 
 namespace spmd {
 

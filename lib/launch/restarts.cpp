@@ -1,5 +1,5 @@
 // Restarting all workers from the newest checkpoint after a failure (see restarts.h).
-#include "train/restarts.h"
+#include "launch/restarts.h"
 
 #include <cstdlib>
 

@@ -1,5 +1,5 @@
 // TFRecord framing (see tf_record.h).
-#include "train/tf_record.h"
+#include "monitor/tf_record.h"
 
 #include "util/crc32c.h"
 

@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "train/sample_run.h"
+#include "generate/sample_run.h"
 
 namespace spmd {
 

@@ -1,5 +1,5 @@
 // Pre-launch verdict shared over the rendezvous store; the rank label of messages.
-#include "train/preflight_ranks.h"
+#include "launch/preflight_ranks.h"
 
 #include "comm/launch_env.h"
 
@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "comm/rendezvous_store.h"
-#include "train/preflight.h"
+#include "launch/preflight.h"
 #include "util/error.h"
 
 namespace spmd {
