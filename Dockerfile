@@ -1,5 +1,6 @@
-# spmd-train on Debian 12 (CPU, Gloo): build stage with the -dev packages and a compiler,
-# runtime stage with only the shared libraries the three binaries load.
+# spmd-train on Debian 12 (CPU, Gloo), built against the pinned torch wheel as `bash scripts/build`
+# builds it on a machine without a CUDA toolkit: build stage with the -dev packages, the wheel and a
+# compiler; runtime stage with only the shared libraries the three binaries load.
 #
 #   docker build -t spmd-train .
 #   docker run --rm spmd-train                                    # trains configs/default.yaml
@@ -15,51 +16,41 @@
 FROM debian:bookworm AS build
 ARG DEBIAN_FRONTEND=noninteractive
 WORKDIR /src
-# Every package the project builds with, by name, exactly as on a developer's machine. Copied
-# alone first so that this (slow) layer stays cached while the sources change.
-COPY scripts/setup scripts/setup
-RUN bash scripts/setup && rm -rf /var/lib/apt/lists/*
+# Every package the project builds with, by name, and the torch wheel (scripts/setup-torch), exactly
+# as on a developer's machine. Copied alone first so that this (slow) layer stays cached while the
+# sources change.
+COPY scripts/setup scripts/setup-torch scripts/
+RUN bash scripts/setup && rm -rf /var/lib/apt/lists/* /root/.cache/pip
 COPY . .
-# Only the three programs (no tests, no benchmarks): Release, Ninja, without ccache, whose cache
-# would not outlive the build layer anyway.
-RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCACHE_PROGRAM=CCACHE_PROGRAM-NOTFOUND \
- && cmake --build build -j "$(nproc)" --target spmd-train spmd-inspect spmd-prepare \
+# Only the three programs (no tests, no benchmarks); no CUDA toolkit here, so the wheel's CPU
+# libraries are linked (cmake/find_torch.cmake); without ccache, whose cache would not outlive the layer.
+RUN SPMD_CMAKE_ARGS="-DCCACHE_PROGRAM=CCACHE_PROGRAM-NOTFOUND" bash scripts/build spmd-train spmd-inspect spmd-prepare \
  && strip --strip-unneeded build/app/spmd-train build/app/spmd-inspect build/app/spmd-prepare
+# The wheel's libraries the programs load (found through their run paths into .venv-torch2, so they
+# keep their paths) and the OpenBLAS the CPU kernels open: collected under /runtime.
+RUN mkdir -p /runtime/usr/local/bin \
+ && libs=$(ldd build/app/spmd-* | awk '/=> \/src\/.venv-torch2/ {print $3}' | xargs realpath -s | sort -u) \
+ && cp --parents -L $libs /src/.venv-torch2/lib/python3*/site-packages/scipy_openblas32/lib/libscipy_openblas.so /runtime \
+ && cp build/app/spmd-train build/app/spmd-inspect build/app/spmd-prepare /runtime/usr/local/bin/
 # The default corpus: Debian's fortunes (installed by scripts/setup) -> train.bin, val.bin, meta.json.
 RUN bash datasets/fortunes/prepare.sh build/app/spmd-prepare
 
 # ---------------------------------------------------------------------------------------------
 FROM debian:bookworm AS runtime
 ARG DEBIAN_FRONTEND=noninteractive
-# Shared libraries only, found with `objdump -p build/app/spmd-* | grep NEEDED` and `dpkg -S`:
-#   libtorch1.13        libtorch.so, libtorch_cpu.so, libc10.so (pulls libgloo0, libdnnl2, ...)
-#   libopenblas0-openmp libtorch's BLAS through libblas.so.3: ~40x faster than the reference BLAS
-#   libyaml-cpp0.7, libfmt9
-#   libisal2            CRC-32C of the TensorBoard event files (libprotobuf32 comes with libtorch1.13)
-#   libspdlog1.10       linked by the build (dropped by --as-needed while no compiled spdlog call
-#                       is made; 0.5 MB kept so that the first one does not break only the image)
-# CLI11, nlohmann-json and doctest are header-only.
-# libtorch1.13 depends on OpenCV (and through it Qt5, Mesa, FFmpeg, GDAL): they load with it and
-# stay. dpkg leaves out what never loads here: documentation, man pages and translations (the
-# copyright files stay), and Mesa's OpenGL drivers with the LLVM and Z3 they bring (~170 MB; only
-# opened when a program creates an OpenGL context, which a headless trainer never does).
+# Shared libraries from Debian, found with `ldd build/app/spmd-*` and `dpkg -S`: yaml-cpp, fmt,
+# spdlog, PCRE2 (BPE), protobuf and ISA-L (TensorBoard events). CLI11, nlohmann-json and doctest are
+# header-only. libtorch, its OpenMP runtime and the two CUDA runtime libraries libtorch_cpu names
+# (it never calls them on a CPU) come from the wheel, copied from the build stage.
 RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
       'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
-      'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' \
-      'path-exclude=/usr/share/lintian/*' >/etc/dpkg/dpkg.cfg.d/01-nodoc \
- && printf '%s\n' 'path-exclude=/usr/lib/x86_64-linux-gnu/dri/*' \
-      'path-exclude=/usr/lib/x86_64-linux-gnu/libLLVM-15.so*' \
-      'path-exclude=/usr/lib/x86_64-linux-gnu/libz3.so*' >/etc/dpkg/dpkg.cfg.d/02-no-gl-drivers \
+      'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' >/etc/dpkg/dpkg.cfg.d/01-nodoc \
  && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
-      libtorch1.13 libopenblas0-openmp libyaml-cpp0.7 libfmt9 libspdlog1.10 libisal2 \
- && alt=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu | grep openblas | head -1) \
- && update-alternatives --set libblas.so.3-x86_64-linux-gnu "$alt" \
- && alt=$(update-alternatives --list liblapack.so.3-x86_64-linux-gnu | grep openblas | head -1) \
- && update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$alt" \
+      libyaml-cpp0.7 libfmt9 libspdlog1.10 libpcre2-8-0 libprotobuf32 libisal2 \
  && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
-
-COPY --from=build /src/build/app/spmd-train /src/build/app/spmd-inspect /src/build/app/spmd-prepare /usr/local/bin/
+# /src/.venv-torch2/...: the wheel's libraries where the run paths look; /usr/local/bin: the programs.
+COPY --from=build /runtime/ /
 # Fail the build, not the first run, when a shared library is missing.
 RUN ! ldd /usr/local/bin/spmd-train /usr/local/bin/spmd-inspect /usr/local/bin/spmd-prepare | grep 'not found'
 
@@ -73,5 +64,5 @@ RUN mkdir out && chown spmd:spmd out
 USER spmd
 
 LABEL org.opencontainers.image.title="spmd-train" \
-      org.opencontainers.image.description="GPT-2 training over a named device mesh (libtorch 1.13, Gloo, CPU)"
+      org.opencontainers.image.description="GPT-2 training over a named device mesh (libtorch 2.x from the torch wheel, Gloo, CPU)"
 CMD ["spmd-train", "--config", "configs/default.yaml"]

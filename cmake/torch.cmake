@@ -1,7 +1,7 @@
-# Which libtorch find_package(Torch) found decides the build: Debian's libtorch-dev 1.13 (CPU,
-# Gloo) or a PyPI torch wheel's libtorch 2.x (CUDA, NCCL; scripts/build --torch2). Included from
-# the top-level CMakeLists.txt after every find_package; spmd_use_torch(spmd) is called once the
-# library target exists. Everything wheel-specific lives here.
+# What the libtorch found by cmake/find_torch.cmake needs at configure time: its own libraries
+# ahead of any system copy, its libgomp, SPMD_WITH_CUDA with NCCL and run paths (when CUDA is
+# built in), and the fmt shim. Included from the top-level CMakeLists.txt after every
+# find_package; spmd_use_torch(spmd) is called once the library target exists.
 
 # TorchConfig.cmake looks libc10 up with find_library(... PATHS <prefix>/lib), which searches the
 # system directories first: with Debian's libtorch-dev installed beside the wheel, the wheel build
@@ -58,7 +58,6 @@ endif()
 # (9), the fmt the project links (libfmt, and spdlog built on it). A shim directory, searched with
 # plain -I before every -isystem directory, sends <fmt/...> back to fmt::fmt's headers, so every
 # translation unit (libtorch's own c10d headers included) sees fmt 9 only.
-# (Debian's libtorch lives in /usr: its include/fmt is Debian's own, and no shim is made.)
 get_target_property(_fmt_include_dirs fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
 find_path(SPMD_FMT_INCLUDE_DIR fmt/format.h PATHS ${_fmt_include_dirs} /usr/include NO_DEFAULT_PATH)
 get_filename_component(_torch_fmt "${TORCH_INSTALL_PREFIX}/include/fmt" REALPATH)
@@ -70,15 +69,30 @@ if(EXISTS "${_torch_fmt}" AND NOT _torch_fmt STREQUAL _project_fmt)
   include_directories(BEFORE "${SPMD_FMT_SHIM_DIR}")
 endif()
 
+# OpenBLAS beside the wheel (the scipy-openblas32 wheel, from scripts/setup-torch): the fused CPU
+# kernels' second BLAS, loaded at run time (kernels/cpu/blas_library.h), faster than MKL on AMD.
+get_filename_component(_spmd_site "${TORCH_INSTALL_PREFIX}/.." ABSOLUTE)
+find_file(SPMD_OPENBLAS_LIBRARY libscipy_openblas.so PATHS "${_spmd_site}/scipy_openblas32/lib" NO_DEFAULT_PATH)
+if(SPMD_OPENBLAS_LIBRARY)
+  message(STATUS "spmd: OpenBLAS for the CPU kernels: ${SPMD_OPENBLAS_LIBRARY}")
+else()
+  message(STATUS "spmd: no scipy-openblas32 beside torch: the CPU kernels use libtorch's BLAS only")
+endif()
+
 if(SPMD_WITH_CUDA)
   set(_spmd_cuda_status "CUDA on (toolkit ${CUDAToolkit_VERSION}), NCCL on (${SPMD_NCCL_VERSION}, ${SPMD_NCCL_INCLUDE_DIR})")
 else()
-  set(_spmd_cuda_status "CUDA off, NCCL off")
+  set(_spmd_cuda_status "CUDA off, NCCL off (${SPMD_CUDA_OFF_REASON})")
 endif()
 message(STATUS "spmd: libtorch ${Torch_VERSION} at ${TORCH_INSTALL_PREFIX}; ${_spmd_cuda_status}")
 
 # Applies the switch to the library target; everything linking it inherits it.
 function(spmd_use_torch target)
+  # Why CUDA is not built in, for the runtime line and the error that refuses device: cuda.
+  target_compile_definitions(${target} PUBLIC "SPMD_CUDA_OFF_REASON=\"${SPMD_CUDA_OFF_REASON}\"")
+  if(SPMD_OPENBLAS_LIBRARY)
+    target_compile_definitions(${target} PRIVATE "SPMD_OPENBLAS_LIBRARY=\"${SPMD_OPENBLAS_LIBRARY}\"")
+  endif()
   if(SPMD_WITH_CUDA)
     target_compile_definitions(${target} PUBLIC SPMD_WITH_CUDA=1 USE_C10D_NCCL USE_CUDA)
     # SYSTEM BEFORE: ahead of the CUDA toolkit's include dir, which carries an older nccl.h.

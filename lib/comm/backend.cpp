@@ -32,9 +32,9 @@ namespace {
 // Why `key: value` cannot run here, or "" when it can.
 std::string cuda_unavailable(const std::string& key, const std::string& value) {
   if (!built_with_cuda())
-    return fmt::format("{}: {} needs CUDA, but this spmd-train was built without CUDA (Debian's libtorch 1.13 is "
-                       "CPU-only; build against the torch wheel: bash scripts/build --torch2); use cpu/gloo or auto",
-                       key, value);
+    return fmt::format("{}: {} needs CUDA, but this spmd-train was built without CUDA ({}; build where the CUDA "
+                       "toolkit is installed); use cpu/gloo or auto",
+                       key, value, SPMD_CUDA_OFF_REASON);
   if (visible_gpus() == 0)
     return fmt::format("{}: {} needs a GPU, but no GPU visible (this CUDA build found 0 devices; check the driver and "
                        "CUDA_VISIBLE_DEVICES); use cpu/gloo or auto",
@@ -60,10 +60,10 @@ ResolvedRuntime resolve_runtime(const RuntimeConfig& runtime) {
   r.device = runtime.device == "auto" ? (gpu ? "cuda" : "cpu") : runtime.device;
   if (runtime.backend == "nccl") r.device = "cuda";
   r.backend = runtime.backend == "auto" ? (r.device == "cuda" ? "nccl" : "gloo") : runtime.backend;
-  r.reason = fmt::format("runtime: device {} ({}), backend {} ({}); this build {} CUDA, {} GPU(s) visible", r.device,
+  r.reason = fmt::format("runtime: device {} ({}), backend {} ({}); this build {} CUDA{}, {} GPU(s) visible", r.device,
                          runtime.device == "auto" ? "auto" : "asked", r.backend,
                          runtime.backend == "auto" ? "auto" : "asked", built_with_cuda() ? "has" : "lacks",
-                         visible_gpus());
+                         built_with_cuda() ? "" : fmt::format(" ({})", SPMD_CUDA_OFF_REASON), visible_gpus());
   return r;
 }
 

@@ -77,10 +77,26 @@ nlohmann::json meta_to_json(const DatasetMeta& meta) {
   return j;
 }
 
+namespace {
+// A meta.json spmd-prepare did not write (another tool's, or edited by hand), and what to do.
+std::string not_ours(const std::string& origin, const std::string& why) {
+  return fmt::format("{}: not a dataset meta written by spmd-prepare ({}); prepare the data with spmd-prepare "
+                     "(docs/data.md), or move this meta.json away to train on the token files alone",
+                     origin, why);
+}
+
+// nlohmann's message without its "[json.exception.type_error.302] " prefix.
+std::string json_problem(const nlohmann::json::exception& e) {
+  std::string text = e.what();
+  const auto end = text.find("] ");
+  return text.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? text.substr(end + 2) : text;
+}
+}  // namespace
+
 DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin) {
   DatasetMeta meta;
   try {
-    SPMD_CHECK(j.is_object(), "{}: not a JSON object", origin);
+    SPMD_CHECK(j.is_object() && j.contains("vocabulary"), "{}", not_ours(origin, "it has no \"vocabulary\""));
     const auto& vocab = j.at("vocabulary");
     if (vocab == "bpe") {
       bpe_from_json(j, origin, meta);
@@ -109,7 +125,7 @@ DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin) {
     meta.val_fraction = j.value("val_fraction", 0.1);
     meta.sources = j.value("sources", std::vector<std::string>{});
   } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("{}: malformed dataset meta: {}", origin, e.what()));
+    throw UsageError(not_ours(origin, json_problem(e)));
   }
   return meta;
 }

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/blas_library.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -87,6 +88,9 @@ int launch_workers(const LaunchOptions& options, const std::vector<std::string>&
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
+  // OpenBLAS reads OPENBLAS_CORETYPE when it loads: a generic (SSE) core on an AVX2/AVX-512 CPU,
+  // detected here or forced by the environment, is replaced for the workers before they start.
+  const std::optional<std::string> openblas_core = kernels::cpu::openblas_coretype_for_workers();
   std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
   for (int local = 0; local < options.nproc_per_node; ++local) {
     Worker& w = workers[static_cast<size_t>(local)];
@@ -112,6 +116,7 @@ int launch_workers(const LaunchOptions& options, const std::vector<std::string>&
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
       setenv("SPMD_THREADS_PER_RANK", std::to_string(threads).c_str(), 1);
+      if (openblas_core) setenv("OPENBLAS_CORETYPE", openblas_core->c_str(), 1);
       std::vector<char*> args;
       for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);

@@ -15,14 +15,15 @@
 namespace spmd {
 
 namespace {
-// The lines of `path` whose step is below `step`; a torn last line (a killed writer) is dropped.
-std::string lines_before_step(const std::string& path, int64_t step) {
+// The lines of `path` for steps 1..`done` (the steps a resumed run already has); a torn last line
+// (a killed writer) is dropped.
+std::string lines_up_to_step(const std::string& path, int64_t done) {
   std::ifstream in(path);
   std::string kept, line;
   while (std::getline(in, line)) {
     const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
-        record["step"].get<int64_t>() < step)
+        record["step"].get<int64_t>() <= done)
       kept += line + "\n";
   }
   return kept;
@@ -36,7 +37,7 @@ MetricsLog::MetricsLog(const std::string& output_dir, int64_t resumed_step) : pa
   std::error_code ec;
   std::filesystem::create_directories(output_dir, ec);
   SPMD_CHECK(!ec, "output.dir '{}' cannot be created: {}", output_dir, ec.message());
-  if (resumed_step >= 0) write_file_durably(path_, lines_before_step(path_, resumed_step));
+  if (resumed_step >= 0) write_file_durably(path_, lines_up_to_step(path_, resumed_step));
   file_ = std::fopen(path_.c_str(), resumed_step >= 0 ? "a" : "w");
   SPMD_CHECK(file_ != nullptr, "output.dir: cannot write {}: {}", path_, std::strerror(errno));
   events_ = std::make_unique<TensorBoardWriter>(output_dir);

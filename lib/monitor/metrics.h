@@ -15,8 +15,8 @@ class TensorBoardWriter;
 class MetricsLog {
  public:
   // Creates the dir (UsageError if it cannot) and starts metrics.jsonl afresh, or, for a run
-  // resumed at `resumed_step`, keeps the lines of the steps before it: a restarted job's file
-  // then holds every step once.
+  // resumed after `resumed_step` steps, keeps the lines of steps 1..resumed_step (lines are numbered
+  // as the progress line, from 1): a restarted job's file then holds every step once.
   explicit MetricsLog(const std::string& output_dir, int64_t resumed_step = -1);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;

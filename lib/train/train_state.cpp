@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "comm/backend.h"
+#include "kernels/cpu/blas_library.h"
 #include "parallel/grad_sync.h"
 #include "parallel/layout.h"
 #include "train/step_passes.h"
@@ -87,7 +88,9 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   const ResolvedRuntime runtime = resolve_runtime(config.runtime);
   s.comm = single_process ? std::make_unique<Communicator>(layout.mesh, runtime)
                           : std::make_unique<Communicator>(rendezvous, layout.mesh, runtime);
-  if (s.comm->rank() == 0) fmt::print("{}\n", runtime.reason);
+  // Every rank picks its BLAS now (a timed choice), not inside the first step's parallel region.
+  const std::string blas = kernels::cpu::blas_description();
+  if (s.comm->rank() == 0) fmt::print("{}; BLAS {}\n", runtime.reason, blas);
   const int64_t dp_size = layout.dp_size(), dp_index = layout.dp_index(s.comm->rank());
   s.loader = std::make_unique<DataLoader>(s.train_data, config.data.batch_size, config.model.block_size,
                                           config.train.seed, dp_index, dp_size, /*prefetch=*/2,

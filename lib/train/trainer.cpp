@@ -23,6 +23,7 @@
 #include "parallel/pipeline_schedule.h"
 #include "monitor/loss_plot.h"
 #include "monitor/metrics.h"
+#include "kernels/cpu/blas_library.h"
 #include "train/stop_signal.h"
 #include "train/train_state.h"
 #include "util/caching_cpu_allocator.h"
@@ -159,7 +160,8 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   nlohmann::json summary{{"device", state.comm->device().str()},  {"backend", state.comm->runtime().backend},
                          {"ranks", state.model->layout().mesh.size()}, {"data_parallel", state.dp_size()},
                          {"params", gpt2_num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
-                         {"gradient_buckets", state.grad_sync->num_buckets()}};
+                         {"gradient_buckets", state.grad_sync->num_buckets()},
+                         {"blas", kernels::cpu::blas_description()}};
   if (leader)
     fmt::print("spmd-train: mesh {} | {} ranks on {} over {} | data-parallel {} | {} params | params+grads+AdamW "
                "per rank {:.1f} MiB | {} gradient bucket(s)\n",
@@ -210,7 +212,8 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       const double step_ms = interval_ms / static_cast<double>(interval_steps);
       const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
       const double grad_norm = r.grad_norm.item<double>();
-      nlohmann::json record{{"step", step},           {"loss", last_loss},       {"lr", r.lr},
+      // Numbered as the progress line: the first step is 1.
+      nlohmann::json record{{"step", step + 1},       {"loss", last_loss},       {"lr", r.lr},
                             {"grad_norm", grad_norm}, {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms}};
       if (eval_now) record["val_loss"] = val_loss;
       metrics->write(record);

@@ -149,7 +149,7 @@ TEST_CASE("restarts: kill -9 of a worker -> all restart from the last checkpoint
   CHECK_MESSAGE(r.output.find("restart 1 of 1 after rank 1 (pid") != std::string::npos, r.output);
   CHECK_MESSAGE(r.output.find("was killed by signal 9") != std::string::npos, r.output);
   CHECK_MESSAGE(r.output.find("resuming from " + ck + "/step_00000006") != std::string::npos, r.output);
-  CHECK(logged_steps(out + "/metrics.jsonl") == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  CHECK(logged_steps(out + "/metrics.jsonl") == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
   check_equal_losses(read_metrics(out + "/metrics.jsonl"), full);
 }
 
@@ -169,7 +169,7 @@ TEST_CASE("restarts: torchrun --max-restarts with --resume auto: the same comman
   CHECK_MESSAGE(r.output.find("--resume auto: no checkpoint in " + ck + " yet, starting from step 0") != std::string::npos,
                 r.output);
   CHECK_MESSAGE(r.output.find("resumed from " + ck + "/step_00000006 at step 6") != std::string::npos, r.output);
-  CHECK(logged_steps(out + "/metrics.jsonl") == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  CHECK(logged_steps(out + "/metrics.jsonl") == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
   check_equal_losses(read_metrics(out + "/metrics.jsonl"), full);
 }
 

@@ -1,7 +1,7 @@
-// sgemm_ found with dlsym, row-major wrappers, and the thread split.
+// Row-major wrappers around the selected BLAS sgemm (blas_library.h), and the thread split.
 #include "kernels/cpu/cpu_gemm.h"
 
-#include <dlfcn.h>
+#include "kernels/cpu/blas_library.h"
 
 #include <algorithm>
 #include <atomic>
@@ -15,15 +15,7 @@ namespace {
 
 std::atomic<bool> g_force_aten{false};
 
-// Fortran BLAS sgemm_, the one libtorch calls on this build. Looked up at run time so that builds
-// whose BLAS is private still link.
-using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
-                         const int*, const float*, const int*, const float*, float*, const int*);
-
-SgemmFn blas_sgemm() {
-  static const SgemmFn fn = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_"));
-  return g_force_aten.load(std::memory_order_relaxed) ? nullptr : fn;
-}
+SgemmFn blas_sgemm() { return g_force_aten.load(std::memory_order_relaxed) ? nullptr : selected_sgemm(); }
 
 at::Tensor matrix_view(const float* p, int64_t rows, int64_t cols, int64_t ld, bool trans) {
   at::Tensor t = at::from_blob(const_cast<float*>(p), {trans ? cols : rows, trans ? rows : cols}, {ld, 1},

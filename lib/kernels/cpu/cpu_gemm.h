@@ -1,12 +1,12 @@
-// Row-major fp32 matrix products on raw pointers for the fused CPU kernels: the BLAS sgemm that
-// libtorch itself links (found at run time), and a version split across the intra-op threads.
+// Row-major fp32 matrix products on raw pointers for the fused CPU kernels: the BLAS sgemm chosen
+// for this CPU (blas_library.h), and a version split across the intra-op threads.
 #pragma once
 #include <cstdint>
 
 namespace spmd::kernels::cpu {
 
-// Whether the process's BLAS sgemm_ was found (Debian's libtorch: libblas.so.3 = OpenBLAS). When
-// not (a BLAS private to libtorch, as in the 2.x wheels), gemm goes through at::addmm_out.
+// Whether a BLAS sgemm can be called directly (MKL's in the torch wheel, or OpenBLAS). When not,
+// gemm goes through at::addmm_out.
 bool has_blas_sgemm();
 
 // C (m x n, row stride ldc) = alpha * op(A) op(B) + beta * C; op(A): (m x k), op(B): (k x n);
