@@ -3,7 +3,7 @@
 # against PyTorch eager and torch.compile (bench/gpt2_pytorch.py) on the same model, batch and
 # precision, interleaved ROUNDS times; every run measures its own bf16 8192^3 matmul peak.
 # Data: random GPT-2 token ids (speed does not depend on the text). Writes JSON per run and one
-# table into OUTDIR. For a lent GPU machine after scripts/device-build (see DEVELOPERS.md):
+# table into OUTDIR. On a GPU host after scripts/device-build (see CONTRIBUTING.md):
 #   bash bench/gpu_gpt2_124m.sh [BUILD_DIR=build-device] [BATCH=16] [ROUNDS=2] [OUTDIR=out/gpu-bench]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,7 @@
 // Starting from a pretrained Hugging Face GPT-2 (train.init_from): a model.safetensors file, or a
 // directory holding it and config.json. Names with or without GPT2LMHeadModel's `transformer.`
 // prefix; the layouts map through ckpt/hf_gpt2_layout.h (the export's exact inverse). The causal
-// mask buffers old checkpoints carry (h.N.attn.bias, h.N.attn.masked_bias) are skipped; the LM
+// mask buffers old checkpoints hold (h.N.attn.bias, h.N.attn.masked_bias) are skipped; the LM
 // head must be tied (lm_head.weight absent or equal to wte). Parameters only: the optimizer
 // state and the step start fresh.
 #pragma once

@@ -1,5 +1,5 @@
 // Where a run's tokenizer lives: the meta.json spmd-prepare wrote next to the token files, and
-// the vocabulary files beside it. Checkpoints carry a copy, so samples decode without the data.
+// the vocabulary files beside it. Checkpoints hold a copy, so samples decode without the data.
 #pragma once
 #include <string>
 

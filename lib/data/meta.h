@@ -41,7 +41,7 @@ DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin);
 DatasetMeta read_meta(const std::string& path);
 
 // Every file that defines the tokenizer, relative to meta.json's directory: {"meta.json"}, or
-// {"meta.json", "vocab.json", "merges.txt"} for BPE. Copy these to carry the tokenizer along.
+// {"meta.json", "vocab.json", "merges.txt"} for BPE. Copy these to take the tokenizer along.
 std::vector<std::string> tokenizer_files(const DatasetMeta& meta);
 
 // Token ids -> UTF-8 text (bytes as they are for the byte and BPE vocabularies, so a cut UTF-8

@@ -1,6 +1,6 @@
 // GPT-2's parameters as a table: name, global shape, logical axes, initializer. No tensors here.
 // Weights are stored input-major (x @ W), like GPT-2's original Conv1D, and attention tensors
-// carry separate (heads, head_dim) dims so that sharding `heads` always splits whole heads.
+// have separate (heads, head_dim) dims so that sharding `heads` always splits whole heads.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -49,7 +49,7 @@ LossCurves read_loss_curves(const std::string& metrics_path) {
   LossCurves curves;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines carry nothing
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines say nothing
     read_line(line, fmt::format("{}:{}", metrics_path, number), curves);
   }
   SPMD_CHECK(!in.bad(), "reading {} failed: {}", metrics_path, std::strerror(errno));

@@ -1,7 +1,7 @@
 // TensorBoard scalars: one event file per run (events.out.tfevents.<unix time>.<host>), records
 // appended as training goes. Records are buffered and written whole by flush(), so the file only
 // ever holds complete records and a killed run leaves everything up to its last flush readable.
-// The one translation unit that uses protobuf (libtorch wheels carry their own copy).
+// The one translation unit that uses protobuf (libtorch wheels ship their own copy).
 #pragma once
 #include <chrono>
 #include <cstdint>

@@ -91,7 +91,7 @@ std::vector<std::string> unused_axes(const std::vector<std::string>& axes, const
   return out;
 }
 
-// The mesh axis a `layers` rule stages the blocks over ("" for none); it may not carry the batch.
+// The mesh axis a `layers` rule stages the blocks over ("" for none); it may not shard the batch.
 std::string stage_axis(const Config& config, const std::vector<std::string>& batch_axes) {
   for (const auto& rule : config.sharding_rules) {
     if (rule.logical != "layers") continue;

@@ -20,7 +20,7 @@ void on_stop_signal(int sig) {
 void install_stop_handlers() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
-  action.sa_flags = SA_RESTART;  // collectives blocked in a syscall carry on
+  action.sa_flags = SA_RESTART;  // collectives blocked in a syscall go on
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);

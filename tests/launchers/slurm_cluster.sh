@@ -80,7 +80,7 @@ start() {
   chmod 700 "$dir/munge"
   dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chmod 400 "$dir/munge/munge.key"
-  # Each daemon in the foreground of its own session, under a hard lifetime: even a test killed
+  # Each daemon in the foreground, detached by setsid, under a hard lifetime: even a test killed
   # before its cleanup leaves nothing running for long.
   setsid timeout -s KILL "$lifetime" munged --foreground --force --key-file="$dir/munge/munge.key" \
     --socket="$dir/munge.socket" --pid-file="$dir/munged.pid" --log-file="$dir/munged.log" \

@@ -117,7 +117,7 @@ def check_killed_run(d, config):
     holding exactly the logged steps up to an evaluation (the last flush)."""
     out = f"{d}/killed"
     cmd = train_cmd(config, out, *TWO_RANKS, "--set", "train.steps=100000", "--set", "train.decay_steps=100000")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=os.setsid)
     try:
         deadline = time.monotonic() + 50
         while time.monotonic() < deadline and proc.poll() is None:
