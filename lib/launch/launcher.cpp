@@ -91,6 +91,8 @@ int launch_workers(const LaunchOptions& options, const std::vector<std::string>&
   // OpenBLAS reads OPENBLAS_CORETYPE when it loads: a generic (SSE) core on an AVX2/AVX-512 CPU,
   // detected here or forced by the environment, is replaced for the workers before they start.
   const std::optional<std::string> openblas_core = kernels::cpu::openblas_coretype_for_workers();
+  // The BLAS choice is timed here once, before the workers start, so that they all find it made.
+  if (!openblas_core) kernels::cpu::blas_description();
   std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
   for (int local = 0; local < options.nproc_per_node; ++local) {
     Worker& w = workers[static_cast<size_t>(local)];

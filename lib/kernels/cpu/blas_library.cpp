@@ -2,14 +2,18 @@
 #include "kernels/cpu/blas_library.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "util/error.h"
 
@@ -93,6 +97,56 @@ struct Selection {
   std::string description;
 };
 
+// Where a machine's timed choice is kept, so that every later run on it (a resume, a second
+// launcher, another mesh) multiplies with the same BLAS and gives the same bits: a choice re-timed
+// per run could flip on a busy machine.
+std::string choice_cache_path() {
+  if (const char* dir = std::getenv("SPMD_CACHE_DIR"); dir && *dir) return std::string(dir) + "/blas-choice.json";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/spmd-train/blas-choice.json";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/spmd-train/blas-choice.json";
+  return "";
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+nlohmann::json read_choices(const std::string& path) {
+  std::ifstream in(path);
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+// Best effort: a machine where the cache cannot be written times again next run.
+void remember_choice(const std::string& path, const std::string& key, const nlohmann::json& choice) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  nlohmann::json all = read_choices(path);
+  all[key] = choice;
+  const std::string tmp = fmt::format("{}.{}.tmp", path, getpid());
+  std::ofstream(tmp) << all.dump(1) << "\n";
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
+Selection timed_choice(const Library& torch, const Library& open) {
+  const std::string path = choice_cache_path();
+  const std::string key = fmt::format("{} | {} | {}", cpu_model(), torch.label, open.label);
+  nlohmann::json choice = path.empty() ? nlohmann::json() : read_choices(path).value(key, nlohmann::json());
+  if (!choice.is_object() || !choice.contains("openblas") || !choice.contains("speedup")) {
+    const double t_torch = time_sgemm(torch.sgemm), t_open = time_sgemm(open.sgemm);
+    choice = {{"openblas", t_open < t_torch}, {"speedup", t_open < t_torch ? t_torch / t_open : t_open / t_torch}};
+    if (!path.empty()) remember_choice(path, key, choice);
+  }
+  const bool take_open = choice["openblas"].get<bool>();
+  return {take_open ? open.sgemm : torch.sgemm,
+          fmt::format("{} (timed {:.2f}x faster here than {}; kept in {})", take_open ? open.label : torch.label,
+                      choice["speedup"].get<double>(), take_open ? torch.label : open.label, path)};
+}
+
 Selection select() {
   const char* env = std::getenv("SPMD_BLAS");
   const std::string asked = env && *env ? env : "auto";
@@ -104,11 +158,7 @@ Selection select() {
                      "scipy-openblas32 beside torch); use auto or mkl");
   if (asked == "openblas" || !torch.sgemm) return {open.sgemm, open.sgemm ? open.label + " (asked)" : "aten::mm"};
   if (asked == "mkl" || !open.sgemm) return {torch.sgemm, torch.label + (asked == "mkl" ? " (asked)" : "")};
-  const double t_torch = time_sgemm(torch.sgemm), t_open = time_sgemm(open.sgemm);
-  const bool take_open = t_open < t_torch;
-  return {take_open ? open.sgemm : torch.sgemm,
-          fmt::format("{} (timed faster here: {:.2f}x {})", take_open ? open.label : torch.label,
-                      take_open ? t_torch / t_open : t_open / t_torch, take_open ? torch.label : open.label)};
+  return timed_choice(torch, open);
 }
 
 const Selection& selection() {
