@@ -30,7 +30,7 @@ struct Library {
 
 // The sgemm_ of the process: libtorch's own BLAS (the wheel's MKL), visible to dlsym.
 Library torch_blas() {
-  Library lib{"mkl", reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_")), ""};
+  Library lib{"mkl", reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_")), "", ""};
   using VersionFn = void (*)(char*, int);
   using IntFn = int (*)();
   if (auto version = reinterpret_cast<VersionFn>(dlsym(RTLD_DEFAULT, "MKL_Get_Version_String"))) {
@@ -53,7 +53,7 @@ Library torch_blas() {
 
 // OpenBLAS from the scipy-openblas32 wheel (symbols prefixed scipy_), found where the build saw it.
 Library openblas() {
-  Library lib{"openblas", nullptr, ""};
+  Library lib{"openblas", nullptr, "", ""};
 #ifdef SPMD_OPENBLAS_LIBRARY
   void* handle = dlopen(SPMD_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   if (!handle) return lib;
