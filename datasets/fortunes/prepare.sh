@@ -22,8 +22,19 @@ if [[ ! -x "$prepare" && "$prepare" != /* && -x "$root/$prepare" ]]; then
 fi
 [[ -x "$prepare" ]] || die "spmd-prepare not found at '$prepare' (build it: cmake --build build --target spmd-prepare)"
 
-# The corpus files: plain files, minus index files and the offensive subdirectory.
+# The corpus files: those of Debian's English packages (fortunes, fortunes-min) when dpkg knows
+# them, so that other fortunes-* packages (German, Russian, ...) installed in the same directory do
+# not change the default corpus; else every plain file, minus index files and the offensive subdirectory.
+package_files() {
+  [[ -z "${FORTUNES_DIR:-}" ]] && command -v dpkg-query >/dev/null && dpkg-query -W fortunes >/dev/null 2>&1 || return 1
+  dpkg-query -L fortunes fortunes-min 2>/dev/null | grep "^$src/" | grep -v -e '\.dat$' -e '\.u8$' -e "^$src/off/" |
+    while read -r f; do [[ -f "$f" ]] && echo "$f"; done | sort
+}
 list_inputs() {
+  if package_files >/dev/null; then
+    if [[ $# -gt 0 ]]; then package_files | xargs -r -d '\n' -I{} find {} "$@" -print; else package_files; fi
+    return
+  fi
   find -L "$src" -mindepth 1 \( -type d -name off -prune \) -o \
     \( -type f ! -name '*.dat' ! -name '*.u8' ! -name '.*' "$@" -print \)
 }
@@ -39,5 +50,10 @@ if [[ $fresh == 1 && -z "$(list_inputs -newer "$here/meta.json" | head -n 1)" ]]
   exit 0
 fi
 
-"$prepare" --input "$src" --out "$here" --vocab char --val-fraction 0.1 \
-  --exclude '*.dat' '*.u8' 'off' '.*'
+if package_files >/dev/null; then
+  mapfile -t files < <(package_files)
+  "$prepare" --input "${files[@]}" --out "$here" --vocab char --val-fraction 0.1
+else
+  "$prepare" --input "$src" --out "$here" --vocab char --val-fraction 0.1 \
+    --exclude '*.dat' '*.u8' 'off' '.*'
+fi
