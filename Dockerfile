@@ -52,7 +52,7 @@ RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*
       'path-exclude=/usr/lib/x86_64-linux-gnu/libz3.so*' >/etc/dpkg/dpkg.cfg.d/02-no-gl-drivers \
  && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
-      libtorch1.13 libopenblas0-openmp libyaml-cpp0.7 libfmt9 libspdlog1.10 libisal2 \
+      libtorch1.13 libopenblas0-openmp libyaml-cpp0.7 libfmt9 libspdlog1.10 libisal2 zlib1g libzstd1 \
  && alt=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu | grep openblas | head -1) \
  && update-alternatives --set libblas.so.3-x86_64-linux-gnu "$alt" \
  && alt=$(update-alternatives --list liblapack.so.3-x86_64-linux-gnu | grep openblas | head -1) \
