@@ -1,8 +1,13 @@
-// spmd-prepare as a real process: outputs and exit codes (0 ok, 2 for bad arguments and input);
-// the fortunes recipe fails clearly when the package is missing.
+// spmd-prepare as a real process: outputs and exit codes (0 ok, 2 for bad arguments and input,
+// 1 when interrupted, with nothing left behind); the fortunes recipe fails clearly when the
+// package is missing.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -73,4 +78,54 @@ TEST_CASE("prepare: the fortunes recipe says so when the package is missing") {
                             {{"FORTUNES_DIR", dir.file("no-fortunes")}});
   CHECK(result.exit_code == 1);
   CHECK(result.output.find("install the fortunes package") != std::string::npos);
+}
+
+TEST_CASE("prepare: JSON Lines from the command line: a bad line is exit 2 naming file:line") {
+  TempDir dir;
+  spmd::test::write_file(dir.file("in.jsonl"), "{\"text\": \"a\"}\n{\"text\": \"b\"\n{\"text\": \"c\"}\n");
+  auto bad = run_process({binary_path("spmd-prepare"), "--input", dir.file("in.jsonl"), "--out",
+                          dir.file("out"), "--vocab", "byte"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find(dir.file("in.jsonl") + ":2: not valid JSON") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.file("out/meta.json")));
+
+  auto skipped = run_process({binary_path("spmd-prepare"), "--input", dir.file("in.jsonl"), "--out",
+                              dir.file("out"), "--vocab", "byte", "--skip-bad-lines", "--workers",
+                              "2", "--val-tokens", "1"});
+  INFO(skipped.output);
+  REQUIRE(skipped.exit_code == 0);
+  auto meta = nlohmann::json::parse(spmd::test::read_file(dir.file("out/meta.json")));
+  CHECK(meta["skipped_bad_lines"] == 1);
+  CHECK(meta["documents"] == 2);
+  CHECK(meta["val_tokens"] == 1);
+  CHECK(spmd::test::read_file(dir.file("out/train.bin")) == std::string("a\0", 2));
+  CHECK(spmd::test::read_file(dir.file("out/val.bin")) == std::string("c\0", 2));
+
+  // The split is given one way: a fraction, a token count, or shards (val first).
+  CHECK(run_process({binary_path("spmd-prepare"), "--input", dir.file("in.jsonl"), "--out",
+                     dir.file("out2"), "--shard-tokens", "10", "--val-fraction", "0.5"})
+            .exit_code == 2);
+}
+
+TEST_CASE("prepare: Ctrl-C while writing shards leaves no shard, no temporary file, no meta.json") {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; text.size() < (size_t{24} << 20); ++i)
+    text += "Document " + std::to_string(i) + " speaks of things, ça et là, 日本語 too.\n";
+  spmd::test::write_file(dir.file("in.txt"), text);
+  spmd::test::RunningProcess p = spmd::test::start_process(
+      {binary_path("spmd-prepare"), "--input", dir.file("in.txt"), "--out", dir.file("out"),
+       "--vocab", "bpe:50", "--workers", "1", "--shard-tokens", "100000", "--quiet"});
+  // Wait for the first complete shard, then interrupt.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!std::filesystem::exists(dir.file("out/val_000000.bin")) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(std::filesystem::exists(dir.file("out/val_000000.bin")));
+  kill(p.pid, SIGINT);
+  auto result = spmd::test::finish_process(p, 60);
+  INFO(result.output);
+  CHECK(result.exit_code == 1);
+  CHECK(result.output.find("interrupted") != std::string::npos);
+  CHECK(std::filesystem::is_empty(dir.file("out")));
 }
