@@ -22,7 +22,7 @@ struct DatasetMeta {
   int64_t vocab_size = 0;             // chars.size(), 256 for bytes, the BPE ids (eot included)
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
-  double val_fraction = 0.1;
+  double val_fraction = 0.1;         // val's share of the tokens
   std::vector<std::string> sources;   // input files, in the order they were read
   // The token files beside meta.json: a file name, or a glob of llm.c shards of shard_tokens each.
   std::string train_file = "train.bin";

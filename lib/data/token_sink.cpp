@@ -46,6 +46,7 @@ class FilePairSink : public TokenSink {
                  options_.val_tokens, n_tokens_);
       meta.train_tokens = n_train;
       meta.val_tokens = options_.val_tokens;
+      meta.val_fraction = static_cast<double>(meta.val_tokens) / static_cast<double>(n_tokens_);
     } else {
       n_train = split_train_val(meta, n_tokens_, options_.val_fraction);
     }
@@ -107,6 +108,7 @@ class ShardSink : public TokenSink {
     remove_stale_shards();
     meta.train_tokens = train_written_;
     meta.val_tokens = val_written_;
+    meta.val_fraction = static_cast<double>(val_written_) / static_cast<double>(val_written_ + train_written_);
     meta.train_file = "train_*.bin";
     meta.val_file = val_target_ > 0 ? "val_*.bin" : "";
     meta.shard_tokens = options_.shard_tokens;
