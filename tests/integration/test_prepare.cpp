@@ -4,9 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,29 @@ namespace {
 using spmd::test::binary_path;
 using spmd::test::run_process;
 using spmd::test::TempDir;
+
+// Runs argv to its end (exit 0 required) and returns its peak resident memory (VmHWM), in MB,
+// read from /proc while it runs.
+double peak_memory_mb(const std::vector<std::string>& argv) {
+  spmd::test::RunningProcess p = spmd::test::start_process(argv);
+  const std::string status_path = "/proc/" + std::to_string(p.pid) + "/status";
+  double peak_kb = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (bool running = true; running && std::chrono::steady_clock::now() < deadline;) {
+    std::ifstream status(status_path);
+    running = false;
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmHWM:", 0) == 0) {
+        peak_kb = std::max(peak_kb, std::stod(line.substr(6)));
+        running = true;  // a process that has exited (a zombie) has no VmHWM line
+      }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto result = spmd::test::finish_process(p, 60);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  return peak_kb / 1024;
+}
 
 }  // namespace
 
@@ -128,4 +153,35 @@ TEST_CASE("prepare: Ctrl-C while writing shards leaves no shard, no temporary fi
   CHECK(result.exit_code == 1);
   CHECK(result.output.find("interrupted") != std::string::npos);
   CHECK(std::filesystem::is_empty(dir.file("out")));
+}
+
+TEST_CASE("prepare: a corpus far larger than the memory prepare may use streams through") {
+  TempDir dir;
+  // 96 MB of text in a small gzip file, and one line of it: the big run's peak resident memory may
+  // exceed the small run's (libraries, tokenizer) by the workers' queues, not by the corpus.
+  std::string line;
+  for (int i = 0; i < 40; ++i) line += "{\"text\": \"streamed, not loaded: line " + std::to_string(i) + "\"}\n";
+  gzFile f = gzopen(dir.file("big.jsonl.gz").c_str(), "wb1");
+  REQUIRE(f != nullptr);
+  size_t written = 0;
+  bool ok = true;
+  for (; written < (size_t{96} << 20); written += line.size())
+    ok = ok && gzwrite(f, line.data(), static_cast<unsigned>(line.size())) == static_cast<int>(line.size());
+  REQUIRE(ok);
+  REQUIRE(gzclose(f) == Z_OK);
+  spmd::test::write_file(dir.file("small.jsonl"), line);
+  auto prepare = [&](const std::string& input, const std::string& out) {
+    return peak_memory_mb({binary_path("spmd-prepare"), "--input", input, "--out", out, "--vocab",
+                           "byte", "--workers", "2", "--shard-tokens", "16000000", "--val-tokens",
+                           "100", "--quiet"});
+  };
+  const double small_mb = prepare(dir.file("small.jsonl"), dir.file("small"));
+  const double big_mb = prepare(dir.file("big.jsonl.gz"), dir.file("big"));
+  MESSAGE("spmd-prepare peak resident memory: " << small_mb << " MB on one line, " << big_mb
+          << " MB on " << written / 1048576 << " MB of text");
+  CHECK(small_mb > 0);
+  // In flight: 2 x 2 + 2 batches of ~1 MB of text, its documents and 2 bytes a token: ~25 MB.
+  CHECK(big_mb - small_mb < 48);
+  auto meta = nlohmann::json::parse(spmd::test::read_file(dir.file("big/meta.json")));
+  CHECK(meta["documents"].get<int64_t>() == static_cast<int64_t>(written / line.size()) * 40);
 }
