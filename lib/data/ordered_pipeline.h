@@ -26,8 +26,10 @@ class OrderedPipeline {
   // make_job() is called once per worker (on the caller's thread): each gets its own state.
   OrderedPipeline(BatchReader& reader, int workers, const std::function<Job()>& make_job)
       : reader_(reader), max_in_flight_(2 * static_cast<size_t>(workers) + 2) {
+    std::vector<Job> jobs;  // all made before any thread starts: make_job may throw
+    for (int i = 0; i < workers; ++i) jobs.push_back(make_job());
     threads_.emplace_back([this] { read_loop(); });
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, job = make_job()] { work_loop(job); });
+    for (auto& job : jobs) threads_.emplace_back([this, job = std::move(job)] { work_loop(job); });
   }
   ~OrderedPipeline() {
     {
