@@ -10,6 +10,7 @@ between documents). tiktoken is a benchmark oracle only; the tool never uses it.
 import argparse
 import json
 import os
+import resource
 import subprocess
 import tempfile
 import time
@@ -20,12 +21,18 @@ from tiktoken.load import load_tiktoken_bpe
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 
 
+def children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_prepare(binary, gpt2_dir, corpus, workers, out):
-    start = time.perf_counter()
+    """(wall seconds, CPU seconds) of one spmd-prepare run."""
+    start, cpu = time.perf_counter(), children_cpu()
     subprocess.run([binary, "--input", corpus, "--out", out, "--tokenizer", gpt2_dir, "--quiet",
                     "--val-fraction", "0", "--workers", str(workers)], check=True,
                    stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, children_cpu() - cpu
 
 
 def check_same_tokens(encoding, docs, train_bin):
@@ -60,24 +67,33 @@ def main():
         run_prepare(args.binary, args.gpt2_dir, corpus, 1, os.path.join(tmp, "check"))
         check_same_tokens(encoding, docs, os.path.join(tmp, "check", "train.bin"))
         for _ in range(args.rounds):
-            startup = run_prepare(args.binary, args.gpt2_dir, tiny, 1, os.path.join(tmp, "tiny"))
+            startup, startup_cpu = run_prepare(args.binary, args.gpt2_dir, tiny, 1, os.path.join(tmp, "tiny"))
             for t in threads:
-                ours = run_prepare(args.binary, args.gpt2_dir, corpus, t, os.path.join(tmp, "out"))
-                start = time.perf_counter()
+                ours, ours_cpu = run_prepare(args.binary, args.gpt2_dir, corpus, t, os.path.join(tmp, "out"))
+                start, cpu = time.perf_counter(), time.process_time()
                 encoding.encode_ordinary_batch(docs, num_threads=t)
-                theirs = time.perf_counter() - start
+                theirs, theirs_cpu = time.perf_counter() - start, time.process_time() - cpu
                 results.append({"corpus": os.path.basename(corpus), "threads": t, "mb": mb,
-                                "spmd_s": ours, "startup_s": startup, "tiktoken_s": theirs})
-    print("corpus, threads: spmd-prepare MB/s (less start-up) | tiktoken MB/s | ratio; medians")
+                                "spmd_s": ours, "startup_s": startup, "tiktoken_s": theirs,
+                                "spmd_cpu_s": ours_cpu - startup_cpu, "tiktoken_cpu_s": theirs_cpu})
+    med = lambda xs: sorted(xs)[len(xs) // 2]
+    print("corpus, threads | wall MB/s: spmd-prepare (less start-up), tiktoken, ratio "
+          "| MB per CPU-second: spmd-prepare (less start-up), tiktoken | CPU time vs 1 thread: "
+          "spmd-prepare, tiktoken  (medians)")
     for corpus in args.corpora:
         name = os.path.basename(corpus)
+        base = {}
         for t in threads:
             rows = [r for r in results if r["corpus"] == name and r["threads"] == t]
-            med = lambda xs: sorted(xs)[len(xs) // 2]
             ours = med([r["mb"] / r["spmd_s"] for r in rows])
             ours_less = med([r["mb"] / max(r["spmd_s"] - r["startup_s"], 1e-9) for r in rows])
             theirs = med([r["mb"] / r["tiktoken_s"] for r in rows])
-            print(f"{name}, {t}: {ours:.1f} ({ours_less:.1f}) | {theirs:.1f} | {ours_less / theirs:.2f}x")
+            ours_cpu = med([r["spmd_cpu_s"] for r in rows])
+            theirs_cpu = med([r["tiktoken_cpu_s"] for r in rows])
+            base.setdefault("ours", ours_cpu), base.setdefault("theirs", theirs_cpu)
+            print(f"{name}, {t} | {ours:.1f} ({ours_less:.1f}), {theirs:.1f}, {ours_less / theirs:.2f}x "
+                  f"| {rows[0]['mb'] / ours_cpu:.1f}, {rows[0]['mb'] / theirs_cpu:.1f} "
+                  f"| {ours_cpu / base['ours']:.2f}, {theirs_cpu / base['theirs']:.2f}")
     print(json.dumps(results))
 
 
