@@ -10,7 +10,8 @@ namespace spmd {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -20,7 +21,7 @@ InputFormat input_format(const std::string& path) {
   for (const char* compressed : {".gz", ".zst", ".zstd"})
     if (ends_with(name, compressed)) name.resize(name.size() - std::string(compressed).size());
   return ends_with(name, ".jsonl") || ends_with(name, ".ndjson") ? InputFormat::kJsonLines
-                                                                  : InputFormat::kText;
+                                                                 : InputFormat::kText;
 }
 
 BatchReader::BatchReader(std::vector<std::string> files) : files_(std::move(files)) {

@@ -20,9 +20,9 @@ InputFormat input_format(const std::string& path);
 struct InputBatch {
   size_t file_index = 0;
   InputFormat format = InputFormat::kText;
-  bool starts_file = false;  // the first batch of its file (a text file is one document)
-  int64_t first_line = 1;    // line number of the batch's first byte in its (decompressed) file
-  uint64_t offset = 0;       // byte offset of the batch in its (decompressed) file
+  bool starts_file = false;      // the first batch of its file (a text file is one document)
+  int64_t first_line = 1;        // line number of the batch's first byte in its (decompressed) file
+  uint64_t offset = 0;           // byte offset of the batch in its (decompressed) file
   uint64_t file_bytes_read = 0;  // BatchReader::file_bytes_read() once this batch was cut
   std::string bytes;
 };

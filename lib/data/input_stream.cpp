@@ -30,7 +30,7 @@ struct InputStream::Decoder {
   bool gzip_open = false;
   bool gzip_member_done = false;  // between two gzip members (or at the end of the last one)
   ZSTD_DStream* zstd = nullptr;
-  size_t zstd_last = 0;            // ZSTD_decompressStream's last hint: 0 = a frame just ended
+  size_t zstd_last = 0;  // ZSTD_decompressStream's last hint: 0 = a frame just ended
   ~Decoder() {
     if (gzip_open) inflateEnd(&gzip);
     if (zstd != nullptr) ZSTD_freeDStream(zstd);

@@ -35,7 +35,7 @@ class InputStream {
   std::FILE* file_ = nullptr;
   Compression compression_ = Compression::kNone;
   std::unique_ptr<Decoder> decoder_;
-  std::string in_;       // raw bytes read from the file, not yet decoded
+  std::string in_;  // raw bytes read from the file, not yet decoded
   size_t in_pos_ = 0;
   bool file_done_ = false;
   uint64_t file_bytes_read_ = 0;

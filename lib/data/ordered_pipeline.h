@@ -45,7 +45,8 @@ class OrderedPipeline {
   // The next result in batch order; false after the last. Rethrows the batch's error.
   bool next(Result& out) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done_.count(consumed_) > 0 || (reading_done_ && consumed_ == issued_); });
+    cv_.wait(lock,
+             [&] { return done_.count(consumed_) > 0 || (reading_done_ && consumed_ == issued_); });
     auto it = done_.find(consumed_);
     if (it == done_.end()) {
       if (read_error_) std::rethrow_exception(read_error_);

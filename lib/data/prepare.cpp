@@ -31,9 +31,9 @@ void for_each_code_point(const DocumentSegment& segment, const InputBatch& batch
     char32_t cp = p[pos];
     const size_t used = cp < 0x80 ? 1 : utf8_decode_one(p + pos, n - pos, cp);
     if (used == 0)
-      throw UsageError(fmt::format(
-          "{}: invalid UTF-8 at byte offset {} (use --vocab byte for non-UTF-8 input)",
-          files[batch.file_index], batch.offset + pos));
+      throw UsageError(
+          fmt::format("{}: invalid UTF-8 at byte offset {} (use --vocab byte for non-UTF-8 input)",
+                      files[batch.file_index], batch.offset + pos));
     fn(cp);
     pos += used;
   }
@@ -41,7 +41,8 @@ void for_each_code_point(const DocumentSegment& segment, const InputBatch& batch
 
 // Pass 1 of the char vocabulary: the sorted set of code points in the corpus.
 std::vector<char32_t> collect_characters(const PrepareOptions& options,
-                                         const std::vector<std::string>& files, Progress& progress) {
+                                         const std::vector<std::string>& files,
+                                         Progress& progress) {
   const DocumentOptions doc_options{options.json_key, options.skip_bad_lines};
   using Seen = std::vector<char32_t>;  // the distinct code points of one batch
   auto make_job = [&]() -> std::function<Seen(InputBatch&)> {

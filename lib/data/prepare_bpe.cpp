@@ -26,7 +26,9 @@ std::shared_ptr<const BpeTokenizer> learn_or_read(const PrepareOptions& options,
   BpeTrainer trainer;
   const DocumentOptions doc_options{options.json_key, options.skip_bad_lines};
   auto make_job = [&]() -> std::function<BatchDocuments(InputBatch&)> {
-    return [&files, doc_options](InputBatch& batch) { return split_documents(batch, files, doc_options); };
+    return [&files, doc_options](InputBatch& batch) {
+      return split_documents(batch, files, doc_options);
+    };
   };
   auto consume = [&](BatchDocuments& docs, PassTotals& totals) {
     for (const auto& segment : docs.segments) {

@@ -50,9 +50,13 @@ void OutputFile::write(const void* data, size_t bytes) {
 }
 
 void OutputFile::rewrite_start(const void* data, size_t bytes) {
-  if (std::fseek(file_, 0, SEEK_SET) != 0) throw RuntimeError(fmt::format("{}: seek failed: {}", tmp_, std::strerror(errno)));
+  auto seek = [&](int whence) {
+    if (std::fseek(file_, 0, whence) != 0)
+      throw RuntimeError(fmt::format("{}: seek failed: {}", tmp_, std::strerror(errno)));
+  };
+  seek(SEEK_SET);
   write(data, bytes);
-  if (std::fseek(file_, 0, SEEK_END) != 0) throw RuntimeError(fmt::format("{}: seek failed: {}", tmp_, std::strerror(errno)));
+  seek(SEEK_END);
 }
 
 void OutputFile::close() {

@@ -65,7 +65,8 @@ class FilePairSink : public TokenSink {
     }
     std::error_code ec;
     fs::resize_file(train_.tmp_path(), static_cast<uintmax_t>(n_train) * 2, ec);
-    if (ec) throw RuntimeError(fmt::format("{}: cannot truncate: {}", train_.tmp_path(), ec.message()));
+    if (ec)
+      throw RuntimeError(fmt::format("{}: cannot truncate: {}", train_.tmp_path(), ec.message()));
   }
 
   TokenSinkOptions options_;
@@ -96,7 +97,8 @@ class ShardSink : public TokenSink {
       (in_val_ ? val_written_ : train_written_) += static_cast<int64_t>(n);
       tokens += n;
       count -= n;
-      if (in_shard_ == options_.shard_tokens || (in_val_ && val_written_ == val_target_)) close_shard();
+      if (in_shard_ == options_.shard_tokens || (in_val_ && val_written_ == val_target_))
+        close_shard();
     }
   }
 
@@ -108,7 +110,8 @@ class ShardSink : public TokenSink {
     remove_stale_shards();
     meta.train_tokens = train_written_;
     meta.val_tokens = val_written_;
-    meta.val_fraction = static_cast<double>(val_written_) / static_cast<double>(val_written_ + train_written_);
+    meta.val_fraction =
+        static_cast<double>(val_written_) / static_cast<double>(val_written_ + train_written_);
     meta.train_file = "train_*.bin";
     meta.val_file = val_target_ > 0 ? "val_*.bin" : "";
     meta.shard_tokens = options_.shard_tokens;

@@ -3,8 +3,8 @@
 //   val_fraction of the total) moves to val.bin; or
 // - llm.c shards of shard_tokens tokens each (a 256 x int32 header, then uint16 tokens): the
 //   first val_tokens tokens go to val_000000.bin, ... (as llm.c's fineweb.py makes its first shard
-//   val), the rest to train_000000.bin, ... Each shard is written under a temporary name and renamed
-//   when full, so a shard under its final name is always complete.
+//   val), the rest to train_000000.bin, ... Each shard is written under a temporary name and
+//   renamed when full, so a shard under its final name is always complete.
 // Until finish() succeeds, destroying a sink removes everything it wrote.
 #pragma once
 #include <cstdint>
@@ -16,10 +16,10 @@ namespace spmd {
 struct DatasetMeta;
 
 struct TokenSinkOptions {
-  std::string out_dir;         // created if missing
-  int64_t shard_tokens = 0;    // > 0: llm.c shards of this many tokens
-  int64_t val_tokens = -1;     // >= 0: val's token count (shards: default one shard's worth)
-  double val_fraction = 0.1;   // one pair of files without val_tokens: val's share of the tokens
+  std::string out_dir;        // created if missing
+  int64_t shard_tokens = 0;   // > 0: llm.c shards of this many tokens
+  int64_t val_tokens = -1;    // >= 0: val's token count (shards: default one shard's worth)
+  double val_fraction = 0.1;  // one pair of files without val_tokens: val's share of the tokens
 };
 
 class TokenSink {

@@ -7,9 +7,8 @@
 #include <zstd.h>
 
 #include <filesystem>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "data/bpe.h"
 #include "data/meta.h"
@@ -27,9 +26,9 @@ using spmd::test::write_file;
 
 // Documents of random words from several scripts, with a few that break across lines.
 std::vector<std::string> make_documents(int count, uint64_t seed) {
-  const std::vector<std::string> words = {"the", "quick", "brown", "fox's", "jumps", "ça",
-                                          "été", "日本語", "テキスト", "Привет", "мир", "🎭",
-                                          "42", "3.14", "--", "\t", "don't", "  "};
+  const std::vector<std::string> words = {"the", "quick",  "brown",    "fox's",  "jumps", "ça",
+                                          "été", "日本語", "テキスト", "Привет", "мир",   "🎭",
+                                          "42",  "3.14",   "--",       "\t",     "don't", "  "};
   std::mt19937_64 rng(seed);
   std::vector<std::string> docs;
   for (int i = 0; i < count; ++i) {
@@ -51,7 +50,8 @@ std::string to_jsonl(const std::vector<std::string>& docs, size_t begin, size_t 
 void write_gzip(const std::string& path, const std::string& data) {
   gzFile f = gzopen(path.c_str(), "wb");
   REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, data.data(), static_cast<unsigned>(data.size())) == static_cast<int>(data.size()));
+  REQUIRE(gzwrite(f, data.data(), static_cast<unsigned>(data.size())) ==
+          static_cast<int>(data.size()));
   REQUIRE(gzclose(f) == Z_OK);
 }
 
@@ -67,7 +67,8 @@ std::vector<int64_t> read_uint16(const std::string& path, size_t header_bytes = 
   const std::string bytes = spmd::test::read_file(path);
   std::vector<int64_t> ids;
   for (size_t i = header_bytes; i + 1 < bytes.size(); i += 2)
-    ids.push_back(static_cast<unsigned char>(bytes[i]) | (static_cast<unsigned char>(bytes[i + 1]) << 8));
+    ids.push_back(static_cast<unsigned char>(bytes[i]) |
+                  (static_cast<unsigned char>(bytes[i + 1]) << 8));
   return ids;
 }
 
@@ -127,7 +128,8 @@ TEST_CASE("corpus: JSON Lines, gzip and zstd give each line's document, <|endoft
   options.val_fraction = 0;
   spmd::prepare(options);
   const auto renamed = read_uint16(dir.file("renamed/train.bin"));
-  CHECK(std::string(renamed.begin(), renamed.end()) == to_jsonl(docs, 200, 400) + to_jsonl(docs, 400, 600));
+  CHECK(std::string(renamed.begin(), renamed.end()) ==
+        to_jsonl(docs, 200, 400) + to_jsonl(docs, 400, 600));
 }
 
 TEST_CASE("corpus: 1, 2 and 4 workers write the same bytes (char, byte, bpe:N, --tokenizer)") {
@@ -189,8 +191,9 @@ TEST_CASE("corpus: 1, 2 and 4 workers write the same bytes (char, byte, bpe:N, -
 
 TEST_CASE("corpus: a malformed line names file:line; --skip-bad-lines counts it") {
   TempDir dir;
-  write_file(dir.file("in.jsonl"), "{\"text\": \"one\"}\n\n{\"text\": \"two\"}\n{\"text\": 3}\n"
-                                   "{\"body\": \"x\"}\nnot json\n{\"text\": \"three\"}\n");
+  write_file(dir.file("in.jsonl"),
+             "{\"text\": \"one\"}\n\n{\"text\": \"two\"}\n{\"text\": 3}\n"
+             "{\"body\": \"x\"}\nnot json\n{\"text\": \"three\"}\n");
   auto options = options_for({dir.file("in.jsonl")}, dir.file("out"));
   options.vocab = spmd::VocabKind::kByte;
   const std::string message = usage_error_of([&] { spmd::prepare(options); });
@@ -198,7 +201,8 @@ TEST_CASE("corpus: a malformed line names file:line; --skip-bad-lines counts it"
   CHECK(!fs::exists(dir.file("out/meta.json")));
 
   options.json_key = "body";
-  CHECK(usage_error_of([&] { spmd::prepare(options); }).find(":1: no string field \"body\"") != std::string::npos);
+  CHECK(usage_error_of([&] { spmd::prepare(options); }).find(":1: no string field \"body\"") !=
+        std::string::npos);
 
   options.json_key = "text";
   options.skip_bad_lines = true;
@@ -228,7 +232,8 @@ TEST_CASE("corpus: a text document that is not UTF-8 is encoded as bytes and cou
   CHECK(meta.bpe->decode(ids) == "plain text\n<|endoftext|>latin-1 caf\xe9\n");
 }
 
-TEST_CASE("corpus: llm.c shards hold the single file's tokens, val first, and the loader reads them") {
+TEST_CASE(
+    "corpus: llm.c shards hold the single file's tokens, val first, and the loader reads them") {
   TempDir dir;
   const auto docs = make_documents(300, 3);
   write_file(dir.file("in.jsonl"), to_jsonl(docs, 0, 300));
