@@ -189,7 +189,7 @@ TEST_CASE("corpus: 1, 2 and 4 workers write the same bytes (char, byte, bpe:N, -
   }
 }
 
-TEST_CASE("corpus: a malformed line names file:line; --skip-bad-lines counts it") {
+TEST_CASE("corpus: a malformed line names file:line, and --skip-bad-lines counts it") {
   TempDir dir;
   write_file(dir.file("in.jsonl"),
              "{\"text\": \"one\"}\n\n{\"text\": \"two\"}\n{\"text\": 3}\n"
