@@ -1,6 +1,8 @@
 """Two benchmark corpora from Debian's fortunes packages, one cookie per JSON line ({"text": ...}):
 English (the `fortunes` package) and multilingual (German, Russian, Spanish, Italian, Czech,
-Polish, Bulgarian, Portuguese, Chinese). Cookies that are not valid UTF-8 are left out.
+Polish, Bulgarian, Portuguese, Chinese). Cookies that are not valid UTF-8 are left out. The
+packages are fetched with `apt-get download` and unpacked under OUT_DIR/debs, never installed:
+installed, they would join the default corpus that datasets/fortunes/prepare.sh reads.
 
   python fortunes_corpus.py OUT_DIR      (writes OUT_DIR/english.jsonl, OUT_DIR/multilingual.jsonl)
 """
@@ -14,19 +16,30 @@ MULTILINGUAL = ["fortunes-de", "fortunes-ru", "fortunes-es", "fortunes-it", "for
                 "fortunes-pl", "fortunes-bg", "fortunes-br", "fortunes-zh"]
 
 
-def cookie_files(package):
-    out = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True, check=True).stdout
-    for path in sorted(out.split("\n")):
-        if path.startswith("/usr/share/games/fortunes/") and os.path.isfile(path) \
-                and not path.endswith((".dat", ".u8")) and not os.path.islink(path):
-            yield path
+def unpack(package, debs):
+    """The package's files, unpacked under debs/package; returns that root."""
+    root = os.path.join(debs, package)
+    if not os.path.isdir(root):
+        subprocess.run(["apt-get", "download", "-q", package], cwd=debs, check=True)
+        deb = next(f for f in os.listdir(debs) if f.startswith(package + "_") and f.endswith(".deb"))
+        subprocess.run(["dpkg-deb", "-x", os.path.join(debs, deb), root], check=True)
+    return root
 
 
-def write_corpus(packages, path):
+def cookie_files(package, debs):
+    base = os.path.join(unpack(package, debs), "usr/share/games/fortunes")
+    for folder, _, names in sorted(os.walk(base)):
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            if not name.endswith((".dat", ".u8")) and not os.path.islink(path):
+                yield path
+
+
+def write_corpus(packages, debs, path):
     docs = 0
     with open(path, "w", encoding="utf-8") as out:
         for package in packages:
-            for f in cookie_files(package):
+            for f in cookie_files(package, debs):
                 for cookie in open(f, "rb").read().split(b"\n%\n"):
                     try:
                         text = cookie.decode("utf-8")
@@ -39,10 +52,7 @@ def write_corpus(packages, path):
 
 
 if __name__ == "__main__":
-    missing = [p for p in ENGLISH + MULTILINGUAL
-               if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
-    if missing:
-        sys.exit(f"fortunes_corpus: install {' '.join(missing)} (apt-get install ...)")
-    os.makedirs(sys.argv[1], exist_ok=True)
-    write_corpus(ENGLISH, os.path.join(sys.argv[1], "english.jsonl"))
-    write_corpus(MULTILINGUAL, os.path.join(sys.argv[1], "multilingual.jsonl"))
+    debs = os.path.join(sys.argv[1], "debs")
+    os.makedirs(debs, exist_ok=True)
+    write_corpus(ENGLISH, debs, os.path.join(sys.argv[1], "english.jsonl"))
+    write_corpus(MULTILINGUAL, debs, os.path.join(sys.argv[1], "multilingual.jsonl"))

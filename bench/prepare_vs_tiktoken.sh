@@ -2,8 +2,8 @@
 # spmd-prepare --tokenizer with GPT-2's files against tiktoken (bench/prepare_vs_tiktoken.py) on
 # English and multilingual fortunes. Fetches GPT-2's ranks from the openai-whisper sdist on PyPI
 # (whisper/assets/gpt2.tiktoken) with pip, rebuilds vocab.json + merges.txt from them, writes the
-# corpora; all under $WORK (default /tmp/spmd-bench-prepare). Needs scripts/setup-oracles
-# (tiktoken) and the fortunes-* packages that bench/fortunes_corpus.py names.
+# corpora from Debian's fortunes packages (downloaded and unpacked, not installed); all under $WORK
+# (default /tmp/spmd-bench-prepare). Needs scripts/setup-oracles (tiktoken).
 #   bash bench/prepare_vs_tiktoken.sh [BUILD_DIR] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
