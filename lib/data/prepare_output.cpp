@@ -1,4 +1,4 @@
-// Progress lines, temporary-then-renamed outputs and the split writer (see prepare_output.h).
+// Progress lines, temporary-then-renamed outputs, the split (see prepare_output.h).
 #include "data/prepare_output.h"
 
 #include <algorithm>
@@ -71,15 +71,6 @@ void OutputFile::commit() {
   if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
     throw RuntimeError(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
   committed_ = true;
-}
-
-void SplitWriter::flush() {
-  size_t to_train = static_cast<size_t>(
-      std::clamp<int64_t>(n_train_ - written_, 0, static_cast<int64_t>(buffer_.size())));
-  train_.write(buffer_.data(), to_train * 2);
-  val_.write(buffer_.data() + to_train, (buffer_.size() - to_train) * 2);
-  written_ += static_cast<int64_t>(buffer_.size());
-  buffer_.clear();
 }
 
 int64_t split_train_val(DatasetMeta& meta, int64_t n_tokens, double val_fraction) {

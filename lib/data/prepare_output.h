@@ -1,5 +1,5 @@
-// Pieces shared by the prepare pipelines (prepare.cpp for char/byte, prepare_bpe.cpp for BPE):
-// progress lines, outputs written under a temporary name, and the train/val split writer.
+// Pieces shared by the prepare pipelines: progress lines, outputs written under a temporary name,
+// the train/val split by fraction, meta.json.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -48,29 +48,6 @@ class OutputFile {
   std::string path_, tmp_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;
-};
-
-// Buffers tokens and sends the first n_train to train.bin, the rest to val.bin.
-class SplitWriter {
- public:
-  SplitWriter(OutputFile& train, OutputFile& val, int64_t n_train)
-      : train_(train), val_(val), n_train_(n_train) {
-    buffer_.reserve(kBufferTokens);
-  }
-  void put(uint16_t token) {
-    buffer_.push_back(token);
-    if (buffer_.size() == kBufferTokens) flush();
-  }
-  void flush();
-  int64_t written() const { return written_ + static_cast<int64_t>(buffer_.size()); }
-
- private:
-  static constexpr size_t kBufferTokens = 1 << 20;
-  OutputFile& train_;
-  OutputFile& val_;
-  int64_t n_train_;
-  int64_t written_ = 0;
-  std::vector<uint16_t> buffer_;
 };
 
 struct DatasetMeta;
