@@ -130,6 +130,23 @@ TEST_CASE("corpus: JSON Lines, gzip and zstd give each line's document, <|endoft
   const auto renamed = read_uint16(dir.file("renamed/train.bin"));
   CHECK(std::string(renamed.begin(), renamed.end()) ==
         to_jsonl(docs, 200, 400) + to_jsonl(docs, 400, 600));
+
+  // Concatenated gzip members and zstd frames are read through.
+  write_gzip(dir.file("m1.gz"), "first member, ");
+  write_gzip(dir.file("m2.gz"), "second member; ");
+  write_zstd(dir.file("f1.zst"), "first frame, ");
+  write_zstd(dir.file("f2.zst"), "second frame");
+  write_file(dir.file("members.txt"), spmd::test::read_file(dir.file("m1.gz")) +
+                                          spmd::test::read_file(dir.file("m2.gz")));
+  write_file(dir.file("frames.txt"), spmd::test::read_file(dir.file("f1.zst")) +
+                                         spmd::test::read_file(dir.file("f2.zst")));
+  options = options_for({dir.file("members.txt"), dir.file("frames.txt")}, dir.file("concat"));
+  options.vocab = spmd::VocabKind::kByte;
+  options.val_fraction = 0;
+  spmd::prepare(options);
+  const auto concat = read_uint16(dir.file("concat/train.bin"));
+  CHECK(std::string(concat.begin(), concat.end()) ==
+        "first member, second member; first frame, second frame");
 }
 
 TEST_CASE("corpus: 1, 2 and 4 workers write the same bytes (char, byte, bpe:N, --tokenizer)") {
