@@ -39,7 +39,8 @@ RUN bash datasets/fortunes/prepare.sh build/app/spmd-prepare
 FROM debian:bookworm AS runtime
 ARG DEBIAN_FRONTEND=noninteractive
 # Shared libraries from Debian, found with `ldd build/app/spmd-*` and `dpkg -S`: yaml-cpp, fmt,
-# spdlog, PCRE2 (BPE), protobuf and ISA-L (TensorBoard events). CLI11, nlohmann-json and doctest are
+# spdlog, PCRE2 (BPE), protobuf and ISA-L (TensorBoard events), zlib and zstd (compressed corpora).
+# CLI11, nlohmann-json and doctest are
 # header-only. libtorch, its OpenMP runtime and the two CUDA runtime libraries libtorch_cpu names
 # (it never calls them on a CPU) come from the wheel, copied from the build stage.
 RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
@@ -47,7 +48,7 @@ RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*
       'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' >/etc/dpkg/dpkg.cfg.d/01-nodoc \
  && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
-      libyaml-cpp0.7 libfmt9 libspdlog1.10 libpcre2-8-0 libprotobuf32 libisal2 \
+      libyaml-cpp0.7 libfmt9 libspdlog1.10 libpcre2-8-0 libprotobuf32 libisal2 zlib1g libzstd1 \
  && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 # /src/.venv-torch2/...: the wheel's libraries where the run paths look; /usr/local/bin: the programs.
 COPY --from=build /runtime/ /

@@ -1,5 +1,7 @@
-// spmd-prepare: UTF-8 text files -> train.bin / val.bin / meta.json for training (argument parsing
-// only; the work is spmd::prepare in lib/data/prepare.h). Exit codes: 0 ok, 2 usage, 1 runtime.
+// spmd-prepare: a corpus (text, JSON Lines; plain, gzip, zstd) -> token files and meta.json for
+// training (argument parsing only; the work is spmd::prepare in lib/data/prepare.h).
+// Exit codes: 0 ok, 2 usage, 1 runtime (a Ctrl-C included: nothing is left behind).
+#include <csignal>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -52,9 +54,46 @@ std::string describe_vocab(const spmd::DatasetMeta& meta) {
   return "?";
 }
 
+volatile std::sig_atomic_t g_interrupted = 0;
+
+// The first SIGINT/SIGTERM asks prepare to stop and clean up; a second one kills at once.
+void install_interrupt_handlers() {
+  auto handler = [](int sig) {
+    if (g_interrupted != 0) {
+      std::signal(sig, SIG_DFL);
+      std::raise(sig);
+    }
+    g_interrupted = 1;
+  };
+  std::signal(SIGINT, handler);
+  std::signal(SIGTERM, handler);
+}
+
+void setup_corpus_options(CLI::App& app, PrepareArgs& args) {
+  auto& opt = args.options;
+  app.add_option("--json-key", opt.json_key,
+                 "JSON Lines inputs (*.jsonl, *.ndjson): the field that holds the document")
+      ->capture_default_str();
+  app.add_flag("--skip-bad-lines", opt.skip_bad_lines,
+               "Count and skip malformed JSON lines instead of stopping at the first");
+  app.add_option("--workers", opt.workers,
+                 "Encoding threads (default: the cores available); the output does not depend on it")
+      ->check(CLI::Range(1, 1024));
+  auto* shards = app.add_option("--shard-tokens", opt.shard_tokens,
+                                "Write llm.c shards of this many tokens (train_000000.bin, ...; "
+                                "val first: val_000000.bin, ...) instead of train.bin/val.bin")
+                     ->check(CLI::Range(int64_t{1}, int64_t{2147483647}));
+  auto* val_tokens = app.add_option("--val-tokens", opt.val_tokens,
+                                    "Tokens kept for val (default with --shard-tokens: one shard)")
+                         ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  app.get_option("--val-fraction")->excludes(val_tokens)->excludes(shards);
+}
+
 void setup_prepare(CLI::App& app, PrepareArgs& args) {
   auto& opt = args.options;
-  app.add_option("--input", opt.inputs, "Text files or directories (walked recursively)")
+  app.add_option("--input", opt.inputs,
+                 "Text or JSON Lines files (also .gz, .zst), directories (walked recursively) and "
+                 "globs")
       ->required()
       ->expected(1, -1);
   app.add_option("--out", opt.out_dir, "Output directory")->required();
@@ -75,6 +114,7 @@ void setup_prepare(CLI::App& app, PrepareArgs& args) {
                  "Glob of input files/directories to skip (name, relative or full path)")
       ->expected(1, -1);
   app.add_flag("--quiet", args.quiet, "No progress lines");
+  setup_corpus_options(app, args);
 }
 
 int run_prepare(PrepareArgs& args) {
@@ -82,11 +122,18 @@ int run_prepare(PrepareArgs& args) {
   apply_vocab(args);
   if (!args.quiet)
     opt.progress = [](const std::string& line) { std::cerr << "spmd-prepare: " << line << std::endl; };
+  install_interrupt_handlers();
+  opt.cancelled = [] { return g_interrupted != 0; };
   spmd::DatasetMeta meta = spmd::prepare(opt);
-  fmt::print("spmd-prepare: {} file(s) -> {}: vocab_size {} ({}), train.bin {} tokens, val.bin {} "
+  fmt::print("spmd-prepare: {} file(s), {} documents -> {}: vocab_size {} ({}), {} {} tokens, {} {} "
              "tokens\n",
-             meta.sources.size(), opt.out_dir, meta.vocab_size, describe_vocab(meta),
-             meta.train_tokens, meta.val_tokens);
+             meta.sources.size(), meta.documents, opt.out_dir, meta.vocab_size, describe_vocab(meta),
+             meta.train_file, meta.train_tokens, meta.val_file.empty() ? "val" : meta.val_file,
+             meta.val_tokens);
+  if (meta.skipped_bad_lines > 0 || meta.non_utf8_documents > 0)
+    fmt::print("spmd-prepare: skipped {} malformed JSON line(s); {} document(s) not valid UTF-8, "
+               "encoded as bytes\n",
+               meta.skipped_bad_lines, meta.non_utf8_documents);
   return 0;
 }
 
@@ -94,8 +141,8 @@ int run_prepare(PrepareArgs& args) {
 
 int main(int argc, char** argv) {
   return spmd::guarded_main("spmd-prepare", [&] {
-    CLI::App app{"spmd-prepare: UTF-8 text files -> nanoGPT-layout token files (train.bin, "
-                 "val.bin) and meta.json"};
+    CLI::App app{"spmd-prepare: text and JSON Lines files (plain, gzip, zstd) -> token files "
+                 "(train.bin and val.bin, or llm.c shards) and meta.json"};
     PrepareArgs args;
     setup_prepare(app, args);
     try {

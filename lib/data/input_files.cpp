@@ -2,6 +2,7 @@
 #include "data/input_files.h"
 
 #include <fnmatch.h>
+#include <glob.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -25,6 +26,33 @@ bool excluded(const fs::path& path, const fs::path& relative,
   return false;
 }
 
+bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+// The paths a glob matches, sorted (glob's order); UsageError when none does.
+std::vector<std::string> expand_glob(const std::string& pattern) {
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> paths;
+  for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  SPMD_CHECK(!paths.empty(), "{}: no input file matches this pattern", pattern);
+  return paths;
+}
+
+// Quoted globs ("data/*.jsonl.zst") expand here; a path that exists is taken as it is.
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
+  std::vector<std::string> expanded;
+  for (const auto& input : inputs) {
+    std::error_code ec;
+    if (!fs::exists(input, ec) && has_glob_chars(input)) {
+      for (auto& p : expand_glob(input)) expanded.push_back(std::move(p));
+    } else {
+      expanded.push_back(input);
+    }
+  }
+  return expanded;
+}
+
 }  // namespace
 
 std::vector<std::string> collect_input_files(const std::vector<std::string>& inputs,
@@ -37,7 +65,7 @@ std::vector<std::string> collect_input_files(const std::vector<std::string>& inp
     fs::path canonical = fs::weakly_canonical(p, ec);
     if (seen.insert(ec ? p : canonical).second) files.push_back(p.string());
   };
-  for (const auto& input : inputs) {
+  for (const auto& input : expand_inputs(inputs)) {
     std::error_code ec;
     fs::path root(input);
     SPMD_CHECK(fs::exists(root, ec), "{}: no such input file or directory", input);

@@ -1,5 +1,5 @@
-// The text files that prepare reads: files as given, directories walked recursively (sorted,
-// dot-files skipped), minus anything an --exclude glob matches.
+// The files that prepare reads: files as given, globs expanded (sorted), directories walked
+// recursively (sorted, dot-files skipped), minus anything an --exclude glob matches.
 #pragma once
 #include <string>
 #include <vector>

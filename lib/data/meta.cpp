@@ -71,8 +71,12 @@ nlohmann::json meta_to_json(const DatasetMeta& meta) {
   j["train_tokens"] = meta.train_tokens;
   j["val_tokens"] = meta.val_tokens;
   j["val_fraction"] = meta.val_fraction;
-  j["train"] = "train.bin";
-  j["val"] = "val.bin";
+  j["train"] = meta.train_file;
+  j["val"] = meta.val_file;
+  if (meta.shard_tokens > 0) j["shard_tokens"] = meta.shard_tokens;
+  j["documents"] = meta.documents;
+  j["skipped_bad_lines"] = meta.skipped_bad_lines;
+  j["non_utf8_documents"] = meta.non_utf8_documents;
   j["sources"] = meta.sources;
   return j;
 }
@@ -124,6 +128,12 @@ DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin) {
     meta.val_tokens = j.value("val_tokens", int64_t{0});
     meta.val_fraction = j.value("val_fraction", 0.1);
     meta.sources = j.value("sources", std::vector<std::string>{});
+    meta.train_file = j.value("train", std::string("train.bin"));
+    meta.val_file = j.value("val", std::string("val.bin"));
+    meta.shard_tokens = j.value("shard_tokens", int64_t{0});
+    meta.documents = j.value("documents", int64_t{0});
+    meta.skipped_bad_lines = j.value("skipped_bad_lines", int64_t{0});
+    meta.non_utf8_documents = j.value("non_utf8_documents", int64_t{0});
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(not_ours(origin, json_problem(e)));
   }

@@ -22,8 +22,17 @@ struct DatasetMeta {
   int64_t vocab_size = 0;             // chars.size(), 256 for bytes, the BPE ids (eot included)
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
-  double val_fraction = 0.1;
+  double val_fraction = 0.1;         // val's share of the tokens
   std::vector<std::string> sources;   // input files, in the order they were read
+  // The token files beside meta.json: a file name, or a glob of llm.c shards of shard_tokens each.
+  std::string train_file = "train.bin";
+  std::string val_file = "val.bin";   // "" when there is no val split
+  int64_t shard_tokens = 0;           // 0: one nanoGPT file each for train and val
+  // What the input held: documents encoded, malformed JSON lines skipped (--skip-bad-lines),
+  // documents that are not valid UTF-8 (encoded as their bytes).
+  int64_t documents = 0;
+  int64_t skipped_bad_lines = 0;
+  int64_t non_utf8_documents = 0;
   // BPE only: the tokenizer files (relative to meta.json's directory), <|endoftext|>'s id, where
   // the tokenizer came from ("bpe:N" or the --tokenizer directory), and the tokenizer itself
   // (loaded by read_meta; prepare sets it too).

@@ -1,62 +1,122 @@
-// The two-pass prepare pipeline (see prepare.h): pass 1 finds the vocabulary and the token count,
-// pass 2 encodes and writes the split. Inputs are memory-mapped, outputs streamed, so memory stays
+// prepare's top level (see prepare.h): inputs, the char and byte vocabularies, the outputs. The
+// char vocabulary takes two passes (its characters, then the encoding), the byte vocabulary one;
+// BPE is in prepare_bpe.cpp. Inputs are streamed and outputs written as they come, so memory stays
 // small whatever the corpus size.
 #include "data/prepare.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
+#include <sched.h>
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <thread>
 
 #include "data/input_files.h"
-#include "data/mapped_file.h"
 #include "data/prepare_bpe.h"
-#include "data/prepare_output.h"
+#include "data/prepare_encode.h"
+#include "data/prepare_pass.h"
 #include "data/utf8.h"
 #include "util/error.h"
 
 namespace spmd {
 namespace {
 
-// Calls fn(code point) over a whole file; invalid UTF-8 is a UsageError naming file and offset.
+// Calls fn(code point, byte position) over a segment; invalid UTF-8 is a UsageError naming the
+// file and the byte offset.
 template <class Fn>
-void for_each_code_point(const MappedFile& file, Progress& progress, Fn&& fn) {
-  const unsigned char* p = file.data();
-  const size_t n = file.size();
-  size_t pos = 0;
-  while (pos < n) {
-    const size_t start = pos;
-    const size_t chunk_end = std::min(n, pos + kPrepareChunkBytes);
-    while (pos < chunk_end) {
-      if (p[pos] < 0x80) {  // ASCII fast path
-        fn(char32_t(p[pos++]));
-        continue;
-      }
-      char32_t cp = 0;
-      size_t used = utf8_decode_one(p + pos, n - pos, cp);
-      if (used == 0)
-        throw UsageError(fmt::format(
-            "{}: invalid UTF-8 at byte offset {} (use --vocab byte for non-UTF-8 input)",
-            file.path(), pos));
-      fn(cp);
-      pos += used;
-    }
-    progress.add(pos - start);
+void for_each_code_point(const DocumentSegment& segment, const InputBatch& batch,
+                         const std::vector<std::string>& files, Fn&& fn) {
+  const auto* p = reinterpret_cast<const unsigned char*>(segment.text.data());
+  const size_t n = segment.text.size();
+  for (size_t pos = 0; pos < n;) {
+    char32_t cp = p[pos];
+    const size_t used = cp < 0x80 ? 1 : utf8_decode_one(p + pos, n - pos, cp);
+    if (used == 0)
+      throw UsageError(
+          fmt::format("{}: invalid UTF-8 at byte offset {} (use --vocab byte for non-UTF-8 input)",
+                      files[batch.file_index], batch.offset + pos));
+    fn(cp);
+    pos += used;
   }
+}
+
+// Pass 1 of the char vocabulary: the sorted set of code points in the corpus.
+std::vector<char32_t> collect_characters(const PrepareOptions& options,
+                                         const std::vector<std::string>& files,
+                                         Progress& progress) {
+  const DocumentOptions doc_options{options.json_key, options.skip_bad_lines};
+  using Seen = std::vector<char32_t>;  // the distinct code points of one batch
+  auto make_job = [&]() -> std::function<Seen(InputBatch&)> {
+    return [&files, doc_options](InputBatch& batch) {
+      std::vector<bool> bit(kMaxCodePoint + 1, false);
+      Seen seen;
+      for (const auto& segment : split_documents(batch, files, doc_options).segments)
+        for_each_code_point(segment, batch, files, [&](char32_t cp) {
+          if (!bit[cp]) seen.push_back(cp);
+          bit[cp] = true;
+        });
+      return seen;
+    };
+  };
+  std::vector<bool> seen(kMaxCodePoint + 1, false);
+  auto consume = [&](Seen& batch, PassTotals&) {
+    for (char32_t cp : batch) seen[cp] = true;
+  };
+  run_corpus_pass<Seen>(options, files, progress, make_job, consume);
+  std::vector<char32_t> chars;
+  for (char32_t cp = 0; cp <= kMaxCodePoint; ++cp)
+    if (seen[cp]) chars.push_back(cp);
+  SPMD_CHECK(chars.size() <= 65536,
+             "the input has {} distinct characters, more than uint16 tokens hold: use --vocab byte",
+             chars.size());
+  return chars;
+}
+
+std::function<SegmentEncoder()> char_encoder(const std::vector<char32_t>& chars,
+                                             const std::vector<std::string>& files) {
+  auto id_of = std::make_shared<std::vector<int32_t>>(kMaxCodePoint + 1, -1);
+  for (size_t i = 0; i < chars.size(); ++i) (*id_of)[chars[i]] = static_cast<int32_t>(i);
+  return [id_of, &files]() -> SegmentEncoder {
+    return [id_of, &files](const DocumentSegment& segment, const InputBatch& batch,
+                           std::vector<uint16_t>& out) {
+      for_each_code_point(segment, batch, files, [&](char32_t cp) {
+        if ((*id_of)[cp] < 0)
+          throw RuntimeError(fmt::format("{}: changed while being read (new character U+{:04X})",
+                                         files[batch.file_index], static_cast<uint32_t>(cp)));
+        out.push_back(static_cast<uint16_t>((*id_of)[cp]));
+      });
+    };
+  };
+}
+
+SegmentEncoder byte_encoder() {
+  return [](const DocumentSegment& segment, const InputBatch&, std::vector<uint16_t>& out) {
+    out.insert(out.end(), reinterpret_cast<const unsigned char*>(segment.text.data()),
+               reinterpret_cast<const unsigned char*>(segment.text.data()) + segment.text.size());
+  };
+}
+
+void check_options(const PrepareOptions& options) {
+  SPMD_CHECK(!options.out_dir.empty(), "no output directory given (--out)");
+  SPMD_CHECK(options.val_fraction >= 0 && options.val_fraction < 1,
+             "--val-fraction must be in [0, 1), got {}", options.val_fraction);
+  SPMD_CHECK(options.shard_tokens >= 0, "--shard-tokens must be positive, got {}",
+             options.shard_tokens);
+  SPMD_CHECK(!options.json_key.empty(), "--json-key must not be empty");
 }
 
 }  // namespace
 
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 DatasetMeta prepare(const PrepareOptions& options) {
-  namespace fs = std::filesystem;
-  SPMD_CHECK(!options.out_dir.empty(), "no output directory given (--out)");
-  SPMD_CHECK(options.val_fraction >= 0 && options.val_fraction < 1,
-             "--val-fraction must be in [0, 1), got {}", options.val_fraction);
+  check_options(options);
   std::vector<std::string> files = collect_input_files(options.inputs, options.exclude);
-  size_t total_bytes = 0;
-  for (const auto& f : files) total_bytes += MappedFile(f).size();
+  uint64_t total_bytes = 0;
+  for (const auto& f : files) total_bytes += std::filesystem::file_size(f);
   SPMD_CHECK(total_bytes > 0, "input is empty: {} file(s), all empty, starting with {}",
              files.size(), files.front());
   if (options.vocab == VocabKind::kBpe) return prepare_bpe(options, files, total_bytes);
@@ -65,67 +125,19 @@ DatasetMeta prepare(const PrepareOptions& options) {
   meta.vocab = options.vocab;
   meta.val_fraction = options.val_fraction;
   meta.sources = files;
-  Progress progress(options.progress, total_bytes);
   const bool by_char = options.vocab == VocabKind::kChar;
-
-  // Pass 1: the vocabulary and the token count.
-  int64_t n_tokens = 0;
-  std::vector<int32_t> id_of;  // code point -> token id (char vocabulary), -1 = unseen
+  Progress progress(options.progress, total_bytes, by_char ? 2 : 1);
+  std::function<SegmentEncoder()> make_encoder = byte_encoder;
+  meta.vocab_size = 256;
   if (by_char) {
-    std::vector<bool> seen(kMaxCodePoint + 1, false);
-    for (const auto& f : files) {
-      MappedFile map(f);
-      for_each_code_point(map, progress, [&](char32_t cp) {
-        seen[cp] = true;
-        ++n_tokens;
-      });
-    }
-    for (char32_t cp = 0; cp <= kMaxCodePoint; ++cp)
-      if (seen[cp]) meta.chars.push_back(cp);
-    SPMD_CHECK(meta.chars.size() <= 65536,
-               "the input has {} distinct characters, more than uint16 tokens hold: use --vocab byte",
-               meta.chars.size());
-    id_of.assign(kMaxCodePoint + 1, -1);
-    for (size_t i = 0; i < meta.chars.size(); ++i) id_of[meta.chars[i]] = static_cast<int32_t>(i);
+    meta.chars = collect_characters(options, files, progress);
     meta.vocab_size = static_cast<int64_t>(meta.chars.size());
-  } else {
-    n_tokens = static_cast<int64_t>(total_bytes);
-    meta.vocab_size = 256;
+    make_encoder = char_encoder(meta.chars, files);
+    progress.start_pass(2);
   }
-
-  const int64_t n_train = split_train_val(meta, n_tokens, options.val_fraction);
-
-  // Pass 2: encode and write.
-  std::error_code ec;
-  fs::create_directories(options.out_dir, ec);
-  if (ec)
-    throw RuntimeError(fmt::format("{}: cannot create directory: {}", options.out_dir, ec.message()));
-  const fs::path out(options.out_dir);
-  OutputFile train((out / "train.bin").string());
-  OutputFile val((out / "val.bin").string());
-  SplitWriter writer(train, val, n_train);
-  progress.start_pass(2);
-  for (const auto& f : files) {
-    MappedFile map(f);
-    if (by_char) {
-      for_each_code_point(map, progress, [&](char32_t cp) {
-        if (id_of[cp] < 0)
-          throw RuntimeError(fmt::format("{}: changed while being read (new character U+{:04X})",
-                                         f, static_cast<uint32_t>(cp)));
-        writer.put(static_cast<uint16_t>(id_of[cp]));
-      });
-    } else {
-      for (size_t i = 0; i < map.size(); ++i) writer.put(map.data()[i]);
-      progress.add(map.size());
-    }
-  }
-  writer.flush();
-  if (writer.written() != n_tokens)
-    throw RuntimeError(fmt::format("input changed while being read: {} tokens, then {}", n_tokens,
-                                   writer.written()));
-  train.commit();
-  val.commit();
-
+  auto sink = make_token_sink(sink_options(options));
+  encode_corpus(options, files, progress, -1, make_encoder, *sink, meta);
+  sink->finish(meta);
   write_meta_file(meta, options.out_dir);
   return meta;
 }

@@ -1,7 +1,5 @@
-// The BPE prepare pipeline (see prepare_bpe.h). The token count is only known after encoding, so
-// every token goes to train.bin's temporary file first; the val tail is then copied out to
-// val.bin and train.bin truncated. Inputs are memory-mapped and cut at safe word boundaries
-// (next_safe_cut), so memory stays small whatever the corpus size.
+// The BPE prepare pipeline (see prepare_bpe.h): learn the merges from the documents (bpe:N; one
+// pass, its counting in input order) or read Hugging Face files, then encode on the workers.
 #include "data/prepare_bpe.h"
 
 #include <filesystem>
@@ -9,24 +7,12 @@
 
 #include "data/bpe_files.h"
 #include "data/bpe_train.h"
-#include "data/mapped_file.h"
-#include "data/prepare_output.h"
+#include "data/prepare_encode.h"
+#include "data/prepare_pass.h"
 #include "util/error.h"
 
 namespace spmd {
 namespace {
-
-// Calls fn(chunk) over a file in pieces of about kPrepareChunkBytes that split no word.
-template <class Fn>
-void for_each_chunk(const MappedFile& file, Progress& progress, Fn&& fn) {
-  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t end = next_safe_cut(text, pos + kPrepareChunkBytes);
-    fn(text.substr(pos, end - pos));
-    progress.add(end - pos);
-    pos = end;
-  }
-}
 
 std::shared_ptr<const BpeTokenizer> learn_or_read(const PrepareOptions& options,
                                                   const std::vector<std::string>& files,
@@ -38,44 +24,34 @@ std::shared_ptr<const BpeTokenizer> learn_or_read(const PrepareOptions& options,
              "<|endoftext|> fit uint16 tokens",
              options.bpe_merges, 65536 - 257);
   BpeTrainer trainer;
-  for (const auto& f : files)
-    for_each_chunk(MappedFile(f), progress, [&](std::string_view chunk) { trainer.add_text(chunk); });
+  const DocumentOptions doc_options{options.json_key, options.skip_bad_lines};
+  auto make_job = [&]() -> std::function<BatchDocuments(InputBatch&)> {
+    return [&files, doc_options](InputBatch& batch) {
+      return split_documents(batch, files, doc_options);
+    };
+  };
+  auto consume = [&](BatchDocuments& docs, PassTotals& totals) {
+    for (const auto& segment : docs.segments) {
+      trainer.add_text(segment.text);
+      totals.documents += segment.starts_document ? 1 : 0;
+    }
+  };
+  run_corpus_pass<BatchDocuments>(options, files, progress, make_job, consume);
   return std::make_shared<const BpeTokenizer>(trainer.train(options.bpe_merges, options.progress));
 }
 
-// Encodes every file into `out` (eot between files); returns the token count.
-int64_t encode_files(const BpeTokenizer& tokenizer, const std::vector<std::string>& files,
-                     Progress& progress, OutputFile& out) {
-  BpeEncoder encoder(tokenizer);
-  std::vector<int32_t> ids;
-  std::vector<uint16_t> buffer;
-  int64_t n_tokens = 0;
-  auto write = [&] {
-    buffer.assign(ids.begin(), ids.end());  // ids < vocab_size <= 65536 (checked)
-    out.write(buffer.data(), buffer.size() * 2);
-    n_tokens += static_cast<int64_t>(ids.size());
-    ids.clear();
+// Each worker encodes with its own BpeEncoder (a pre-tokenizer and a word cache).
+std::function<SegmentEncoder()> bpe_encoder(std::shared_ptr<const BpeTokenizer> tokenizer) {
+  return [tokenizer]() -> SegmentEncoder {
+    auto encoder = std::make_shared<BpeEncoder>(*tokenizer);
+    auto ids = std::make_shared<std::vector<int32_t>>();
+    return [tokenizer, encoder, ids](const DocumentSegment& segment, const InputBatch&,
+                                     std::vector<uint16_t>& out) {
+      ids->clear();
+      encoder->encode(segment.text, *ids);
+      out.insert(out.end(), ids->begin(), ids->end());  // ids < vocab_size <= 65536 (checked)
+    };
   };
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (i > 0) ids.push_back(tokenizer.eot_id());
-    for_each_chunk(MappedFile(files[i]), progress, [&](std::string_view chunk) {
-      encoder.encode(chunk, ids);
-      write();
-    });
-  }
-  write();
-  return n_tokens;
-}
-
-// Moves the tokens after the first n_train of `all` (closed) into `val`, then truncates `all`.
-void split_tail(OutputFile& all, int64_t n_train, OutputFile& val) {
-  {
-    MappedFile map(all.tmp_path());
-    val.write(map.data() + n_train * 2, map.size() - static_cast<size_t>(n_train) * 2);
-  }
-  std::error_code ec;
-  std::filesystem::resize_file(all.tmp_path(), static_cast<uintmax_t>(n_train) * 2, ec);
-  if (ec) throw RuntimeError(fmt::format("{}: cannot truncate: {}", all.tmp_path(), ec.message()));
 }
 
 }  // namespace
@@ -97,21 +73,10 @@ DatasetMeta prepare_bpe(const PrepareOptions& options, const std::vector<std::st
              "the tokenizer has {} ids, more than uint16 tokens hold (train.bin stores uint16)",
              meta.vocab_size);
 
-  std::error_code ec;
-  std::filesystem::create_directories(options.out_dir, ec);
-  if (ec)
-    throw RuntimeError(fmt::format("{}: cannot create directory: {}", options.out_dir, ec.message()));
-  const std::filesystem::path out(options.out_dir);
-  OutputFile train((out / "train.bin").string());
-  OutputFile val((out / "val.bin").string());
+  auto sink = make_token_sink(sink_options(options));
   progress.start_pass(trained ? 2 : 1);
-  const int64_t n_tokens = encode_files(*meta.bpe, files, progress, train);
-  train.close();
-
-  const int64_t n_train = split_train_val(meta, n_tokens, options.val_fraction);
-  split_tail(train, n_train, val);
-  train.commit();
-  val.commit();
+  encode_corpus(options, files, progress, meta.bpe->eot_id(), bpe_encoder(meta.bpe), *sink, meta);
+  sink->finish(meta);
   write_vocab_and_merges(*meta.bpe, options.out_dir);
   write_meta_file(meta, options.out_dir);
   return meta;

@@ -1,4 +1,4 @@
-// Progress lines, temporary-then-renamed outputs and the split writer (see prepare_output.h).
+// Progress lines, temporary-then-renamed outputs, the split (see prepare_output.h).
 #include "data/prepare_output.h"
 
 #include <algorithm>
@@ -15,16 +15,22 @@ namespace spmd {
 
 void Progress::start_pass(int pass) {
   pass_ = pass;
-  done_ = 0;
-  next_report_ = kProgressBytes;
+  start_ = last_report_ = Clock::now();
 }
 
-void Progress::add(size_t bytes) {
-  done_ += bytes;
-  if (!sink_ || done_ < next_report_) return;
-  next_report_ = done_ + kProgressBytes;
-  sink_(fmt::format("pass {}/{}: {:.0f} / {:.0f} MB ({:.0f}%)", pass_, passes_, done_ / 1048576.0,
-                    total_ / 1048576.0, 100.0 * done_ / total_));
+void Progress::update(uint64_t file_bytes_read, uint64_t text_bytes, int64_t documents,
+                      int64_t tokens) {
+  const auto now = Clock::now();
+  if (!sink_ || now - last_report_ < std::chrono::seconds(2)) return;
+  last_report_ = now;
+  const double seconds = std::chrono::duration<double>(now - start_).count();
+  const double done = total_ > 0 ? std::min(1.0, double(file_bytes_read) / double(total_)) : 1.0;
+  const double eta = done > 0 ? seconds * (1 - done) / done : 0;
+  sink_(fmt::format("pass {}/{}: {:.0f} / {:.0f} MB of input ({:.1f}%), {:.1f} MB/s of text, {} "
+                    "documents, {:.2f}M tokens, ETA {}m{:02d}s",
+                    pass_, passes_, file_bytes_read / 1e6, total_ / 1e6, 100 * done,
+                    text_bytes / 1e6 / std::max(seconds, 1e-9), documents, tokens / 1e6,
+                    static_cast<int>(eta) / 60, static_cast<int>(eta) % 60));
 }
 
 OutputFile::OutputFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
@@ -43,6 +49,16 @@ void OutputFile::write(const void* data, size_t bytes) {
     throw RuntimeError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
 }
 
+void OutputFile::rewrite_start(const void* data, size_t bytes) {
+  auto seek = [&](int whence) {
+    if (std::fseek(file_, 0, whence) != 0)
+      throw RuntimeError(fmt::format("{}: seek failed: {}", tmp_, std::strerror(errno)));
+  };
+  seek(SEEK_SET);
+  write(data, bytes);
+  seek(SEEK_END);
+}
+
 void OutputFile::close() {
   if (file_ == nullptr) return;
   int rc = std::fclose(file_);
@@ -55,15 +71,6 @@ void OutputFile::commit() {
   if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
     throw RuntimeError(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
   committed_ = true;
-}
-
-void SplitWriter::flush() {
-  size_t to_train = static_cast<size_t>(
-      std::clamp<int64_t>(n_train_ - written_, 0, static_cast<int64_t>(buffer_.size())));
-  train_.write(buffer_.data(), to_train * 2);
-  val_.write(buffer_.data() + to_train, (buffer_.size() - to_train) * 2);
-  written_ += static_cast<int64_t>(buffer_.size());
-  buffer_.clear();
 }
 
 int64_t split_train_val(DatasetMeta& meta, int64_t n_tokens, double val_fraction) {

@@ -1,6 +1,7 @@
-// Pieces shared by the prepare pipelines (prepare.cpp for char/byte, prepare_bpe.cpp for BPE):
-// progress lines, outputs written under a temporary name, and the train/val split writer.
+// Pieces shared by the prepare pipelines: progress lines, outputs written under a temporary name,
+// the train/val split by fraction, meta.json.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -9,24 +10,23 @@
 
 namespace spmd {
 
-constexpr size_t kPrepareChunkBytes = 1 << 20;
-
-// Reports "pass k/n: X / Y MB (Z%)" each time another 16 MB has been read.
+// Progress lines, about one every two seconds: the pass, the input files' bytes read (compressed
+// bytes where they are) of their total, MB/s of text, documents, tokens and the pass's ETA.
 class Progress {
  public:
-  Progress(const std::function<void(const std::string&)>& sink, size_t total, int passes = 2)
-      : sink_(sink), total_(total), passes_(passes) {}
+  Progress(const std::function<void(const std::string&)>& sink, uint64_t total_file_bytes, int passes)
+      : sink_(sink), total_(total_file_bytes), passes_(passes) {}
   void start_pass(int pass);
-  void add(size_t bytes);
+  // After each batch: the pass's running totals.
+  void update(uint64_t file_bytes_read, uint64_t text_bytes, int64_t documents, int64_t tokens);
 
  private:
-  static constexpr size_t kProgressBytes = size_t{16} << 20;
+  using Clock = std::chrono::steady_clock;
   const std::function<void(const std::string&)>& sink_;
-  size_t total_;
+  uint64_t total_;
   int passes_;
-  size_t done_ = 0;
-  size_t next_report_ = kProgressBytes;
   int pass_ = 1;
+  Clock::time_point start_ = Clock::now(), last_report_ = Clock::now();
 };
 
 // An output written under "<path>.tmp" and renamed into place by commit(); removed if abandoned.
@@ -37,6 +37,8 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   void write(const void* data, size_t bytes);
+  // Overwrites the first bytes (a header whose contents are known only at the end).
+  void rewrite_start(const void* data, size_t bytes);
   // Closes the temporary file (it can then be read and resized under tmp_path()); commit() after.
   void close();
   void commit();
@@ -46,29 +48,6 @@ class OutputFile {
   std::string path_, tmp_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;
-};
-
-// Buffers tokens and sends the first n_train to train.bin, the rest to val.bin.
-class SplitWriter {
- public:
-  SplitWriter(OutputFile& train, OutputFile& val, int64_t n_train)
-      : train_(train), val_(val), n_train_(n_train) {
-    buffer_.reserve(kBufferTokens);
-  }
-  void put(uint16_t token) {
-    buffer_.push_back(token);
-    if (buffer_.size() == kBufferTokens) flush();
-  }
-  void flush();
-  int64_t written() const { return written_ + static_cast<int64_t>(buffer_.size()); }
-
- private:
-  static constexpr size_t kBufferTokens = 1 << 20;
-  OutputFile& train_;
-  OutputFile& val_;
-  int64_t n_train_;
-  int64_t written_ = 0;
-  std::vector<uint16_t> buffer_;
 };
 
 struct DatasetMeta;
