@@ -26,7 +26,7 @@ struct InspectOptions {
   // The layout planner (docs/planner.md).
   bool plan = false;
   bool calibrate = false;
-  int64_t devices = 0;
+  std::vector<int64_t> devices;  // --plan: one count ranks its layouts; several answer "how many do I need?"
   std::string memory_per_device;
   size_t top = 10;
   int64_t emit = 0;
@@ -59,7 +59,8 @@ void setup_inspect(CLI::App& app, InspectOptions& opt) {
   auto* plan = app.add_flag("--plan", opt.plan, "rank every valid layout for --devices by predicted step time");
   auto* calibrate = app.add_flag("--calibrate", opt.calibrate, "measure this machine's rates for --plan on --devices processes");
   plan->excludes(calibrate);
-  app.add_option("--devices", opt.devices, "devices to plan or calibrate for")->check(CLI::PositiveNumber);
+  app.add_option("--devices", opt.devices, "devices to plan or calibrate for; --plan takes a list (1,2,4,8): the best per count")
+      ->delimiter(',')->check(CLI::PositiveNumber);
   app.add_option("--memory-per-device", opt.memory_per_device, "--plan: keep the layouts that fit, e.g. 24GiB")->needs(plan);
   app.add_option("--top", opt.top, "--plan: rows to show (default 10)")->check(CLI::PositiveNumber)->needs(plan);
   app.add_option("--emit", opt.emit, "--plan: print the config of the plan of this rank instead of the table")
@@ -68,15 +69,31 @@ void setup_inspect(CLI::App& app, InspectOptions& opt) {
   app.footer(kExamples);
 }
 
-int run_plan(const spmd::Config& config, const InspectOptions& opt) {
+spmd::MachineRates read_rates(const spmd::Config& config, const InspectOptions& opt) {
   SPMD_CHECK(std::filesystem::exists(opt.rates_path),
              "--rates {}: no such file; measure this machine with spmd-inspect --config {} --calibrate --devices {} "
              "--rates {}, or write one for your cluster (docs/planner.md)",
-             opt.rates_path, config.source_path, opt.devices, opt.rates_path);
-  const spmd::MachineRates rates = spmd::read_machine_rates(opt.rates_path);
-  spmd::PlanRequest request{opt.devices, std::nullopt};
-  if (!opt.memory_per_device.empty())
-    request.memory_per_device = spmd::parse_byte_size(opt.memory_per_device, "--memory-per-device");
+             opt.rates_path, config.source_path, opt.devices.back(), opt.rates_path);
+  return spmd::read_machine_rates(opt.rates_path);
+}
+
+// Several device counts: the fastest fitting layout of each.
+int run_device_sweep(const spmd::Config& config, const InspectOptions& opt, const spmd::MachineRates& rates,
+                     std::optional<int64_t> budget) {
+  SPMD_CHECK(opt.emit == 0, "--emit {} needs one --devices count, got {}", opt.emit, opt.devices.size());
+  std::vector<spmd::DeviceCountAnswer> answers;
+  for (int64_t n : opt.devices) answers.push_back({{n, budget}, spmd::search_plans(config, {n, budget}, rates)});
+  if (opt.json) fmt::print("{}\n", spmd::devices_json(answers, rates).dump(2));
+  else fmt::print("{}", spmd::devices_table(answers, rates));
+  return 0;
+}
+
+int run_plan(const spmd::Config& config, const InspectOptions& opt) {
+  const spmd::MachineRates rates = read_rates(config, opt);
+  std::optional<int64_t> budget;
+  if (!opt.memory_per_device.empty()) budget = spmd::parse_byte_size(opt.memory_per_device, "--memory-per-device");
+  if (opt.devices.size() > 1) return run_device_sweep(config, opt, rates, budget);
+  const spmd::PlanRequest request{opt.devices.front(), budget};
   const std::vector<spmd::RankedPlan> plans = spmd::rank_plans(config, request, rates);
   if (opt.emit > 0) fmt::print("{}", spmd::emit_plan(plans, opt.emit));
   else if (opt.json) fmt::print("{}\n", spmd::plans_json(plans, opt.top, request, rates).dump(2));
@@ -86,9 +103,12 @@ int run_plan(const spmd::Config& config, const InspectOptions& opt) {
 
 int run_inspect(const InspectOptions& opt, const std::vector<std::string>& argv) {
   spmd::Config config = spmd::load_config(opt.config_path, opt.overrides);
-  SPMD_CHECK(!(opt.plan || opt.calibrate) || opt.devices > 0, "--{} needs --devices N", opt.plan ? "plan" : "calibrate");
+  SPMD_CHECK(!(opt.plan || opt.calibrate) || !opt.devices.empty(), "--{} needs --devices N", opt.plan ? "plan" : "calibrate");
   if (opt.plan) return run_plan(config, opt);
-  if (opt.calibrate) return spmd::run_calibrate(config, {opt.devices, opt.rates_path}, argv);
+  if (opt.calibrate) {
+    SPMD_CHECK(opt.devices.size() == 1, "--calibrate measures one device count; got --devices with {}", opt.devices.size());
+    return spmd::run_calibrate(config, {opt.devices.front(), opt.rates_path}, argv);
+  }
   spmd::ModelLayout layout = spmd::plan_layout(config);
   spmd::InspectTextOptions text{opt.show, opt.all, std::nullopt};
   if (!opt.device_memory.empty()) text.device_bytes = spmd::parse_byte_size(opt.device_memory, "--device-memory");

@@ -2,6 +2,7 @@
 #include "plan/plan_report.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -63,6 +64,46 @@ nlohmann::json plans_json(const std::vector<RankedPlan>& plans, size_t top, cons
                                         {"activations", p.memory.activations}}},
                             {"step_s", p.cost.total_s}, {"tokens_per_s", p.tokens_per_s()}, {"cost", cost},
                             {"yaml", to_yaml(p.config)}});
+  }
+  return out;
+}
+
+std::string devices_table(const std::vector<DeviceCountAnswer>& answers, const MachineRates& rates) {
+  std::vector<std::vector<std::string>> rows{{"devices", "fastest layout that fits", "mesh", "memory/device", "step ms", "tokens/s"}};
+  std::optional<int64_t> fewest;
+  for (const auto& a : answers) {
+    const PlanSearch& s = a.search;
+    const std::string n = std::to_string(a.request.devices);
+    if (s.fitting.empty()) {
+      rows.push_back({n, s.valid == 0 ? "no valid layout (sizes do not divide)"
+                                      : fmt::format("none fits; smallest: {}", describe_choice(s.smallest->choice)),
+                      s.valid == 0 ? "" : shape_text(s.smallest->config.mesh),
+                      s.valid == 0 ? "" : human_bytes(s.smallest->memory.total()), "", ""});
+      continue;
+    }
+    const RankedPlan& p = s.fitting.front();
+    if (!fewest) fewest = a.request.devices;
+    rows.push_back({n, describe_choice(p.choice), shape_text(p.config.mesh), human_bytes(p.memory.total()),
+                    fmt::format("{:.1f}", p.cost.total_s * 1e3), fmt::format("{:.0f}", p.tokens_per_s())});
+  }
+  const auto& budget = answers.front().request.memory_per_device;
+  std::string text = fmt::format("the fastest layout per device count{} (rates: {})\n",
+                                 budget ? fmt::format(" within {} per device", human_bytes(*budget)) : std::string(),
+                                 rates.source);
+  text += text_table(rows, "rlllrr", "  ");
+  text += fewest ? fmt::format("fewest devices that fit: {}; --devices {} --top K ranks its layouts, --emit RANK prints one\n",
+                               *fewest, *fewest)
+                 : std::string("no device count given fits: more devices, more memory, or a smaller batch or model\n");
+  return text;
+}
+
+nlohmann::json devices_json(const std::vector<DeviceCountAnswer>& answers, const MachineRates& rates) {
+  nlohmann::json out{{"rates", machine_rates_json(rates)}, {"by_devices", nlohmann::json::array()}};
+  for (const auto& a : answers) {
+    nlohmann::json one = plans_json(a.search.fitting, 1, a.request, rates);
+    if (a.search.smallest) one["smallest_memory_bytes"] = a.search.smallest->memory.total();
+    one["valid"] = a.search.valid;
+    out["by_devices"].push_back(one);
   }
   return out;
 }

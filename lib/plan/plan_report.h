@@ -18,6 +18,15 @@ std::string plan_table(const std::vector<RankedPlan>& plans, size_t top, const P
 nlohmann::json plans_json(const std::vector<RankedPlan>& plans, size_t top, const PlanRequest& request,
                           const MachineRates& rates);
 
+// "How many devices do I need?": for each device count its fastest fitting layout, or the smallest
+// footprint when none fits; then the fewest devices that fit.
+struct DeviceCountAnswer {
+  PlanRequest request;
+  PlanSearch search;
+};
+std::string devices_table(const std::vector<DeviceCountAnswer>& answers, const MachineRates& rates);
+nlohmann::json devices_json(const std::vector<DeviceCountAnswer>& answers, const MachineRates& rates);
+
 // The YAML config of plan `rank` (1-based); UsageError naming --emit when out of range.
 std::string emit_plan(const std::vector<RankedPlan>& plans, int64_t rank);
 

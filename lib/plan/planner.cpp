@@ -23,36 +23,41 @@ RankedPlan evaluate(PlanCandidate candidate, const MachineRates& rates) {
   return plan;
 }
 
-[[noreturn]] void nothing_fits(const std::vector<RankedPlan>& all, const PlanRequest& request) {
-  const auto smallest = std::min_element(all.begin(), all.end(), [](const RankedPlan& a, const RankedPlan& b) {
-    return a.memory.total() < b.memory.total();
-  });
+[[noreturn]] void nothing_fits(const PlanSearch& search, const PlanRequest& request) {
+  const RankedPlan& smallest = *search.smallest;
   throw UsageError(fmt::format(
       "--memory-per-device {}: none of the {} valid layouts on {} devices fits; the smallest footprint is {} per "
       "device ({}, mesh {}); give more memory or more --devices, or shrink data.batch_size or the model",
-      human_bytes(*request.memory_per_device), all.size(), request.devices, human_bytes(smallest->memory.total()),
-      describe_choice(smallest->choice), smallest->layout.mesh.describe()));
+      human_bytes(*request.memory_per_device), search.valid, request.devices, human_bytes(smallest.memory.total()),
+      describe_choice(smallest.choice), smallest.layout.mesh.describe()));
 }
 }  // namespace
 
+PlanSearch search_plans(const Config& base, const PlanRequest& request, const MachineRates& rates) {
+  PlanSearch search;
+  for (auto& candidate : enumerate_plans(base, request.devices)) {
+    RankedPlan plan = evaluate(std::move(candidate), rates);
+    ++search.valid;
+    if (!search.smallest || plan.memory.total() < search.smallest->memory.total()) search.smallest = plan;
+    if (!request.memory_per_device || plan.memory.total() <= *request.memory_per_device)
+      search.fitting.push_back(std::move(plan));
+  }
+  std::stable_sort(search.fitting.begin(), search.fitting.end(), [](const RankedPlan& a, const RankedPlan& b) {
+    if (a.cost.total_s != b.cost.total_s) return a.cost.total_s < b.cost.total_s;
+    return a.memory.total() < b.memory.total();
+  });
+  return search;
+}
+
 std::vector<RankedPlan> rank_plans(const Config& base, const PlanRequest& request, const MachineRates& rates) {
-  std::vector<PlanCandidate> candidates = enumerate_plans(base, request.devices);
-  SPMD_CHECK(!candidates.empty(),
+  PlanSearch search = search_plans(base, request, rates);
+  SPMD_CHECK(search.valid > 0,
              "--devices {}: no layout of this model divides over {} devices (data.batch_size = {}, model.n_head = {}, "
              "model.n_layer = {}, model.n_embd = {}); try a device count that divides them",
              request.devices, request.devices, base.data.batch_size, base.model.n_head, base.model.n_layer,
              base.model.n_embd);
-  std::vector<RankedPlan> all;
-  for (auto& c : candidates) all.push_back(evaluate(std::move(c), rates));
-  std::vector<RankedPlan> fitting;
-  for (auto& p : all)
-    if (!request.memory_per_device || p.memory.total() <= *request.memory_per_device) fitting.push_back(p);
-  if (fitting.empty()) nothing_fits(all, request);
-  std::stable_sort(fitting.begin(), fitting.end(), [](const RankedPlan& a, const RankedPlan& b) {
-    if (a.cost.total_s != b.cost.total_s) return a.cost.total_s < b.cost.total_s;
-    return a.memory.total() < b.memory.total();
-  });
-  return fitting;
+  if (search.fitting.empty()) nothing_fits(search, request);
+  return std::move(search.fitting);
 }
 
 }  // namespace spmd

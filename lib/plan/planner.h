@@ -27,9 +27,16 @@ struct PlanRequest {
   std::optional<int64_t> memory_per_device;  // bytes; none: every valid layout is kept
 };
 
-// Valid layouts that fit, fastest first (ties: less memory first). UsageError (exit 2) when the
-// model has no valid layout on that many devices, or when none fits the budget: the message names
-// the smallest footprint found and its layout.
+struct PlanSearch {
+  size_t valid = 0;                   // layouts the rules engine accepts on that many devices
+  std::vector<RankedPlan> fitting;    // those within the budget, fastest first (ties: less memory)
+  std::optional<RankedPlan> smallest; // the valid layout with the smallest footprint
+};
+
+PlanSearch search_plans(const Config& base, const PlanRequest& request, const MachineRates& rates);
+
+// search_plans' fitting layouts. UsageError (exit 2) when the model has no valid layout on that
+// many devices, or when none fits the budget: the message names the smallest footprint found.
 std::vector<RankedPlan> rank_plans(const Config& base, const PlanRequest& request, const MachineRates& rates);
 
 }  // namespace spmd
