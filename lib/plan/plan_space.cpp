@@ -69,7 +69,8 @@ std::string describe_choice(const PlanChoice& c) {
 
 Config plan_config(const Config& base, const PlanChoice& c) {
   Config config = base;
-  config.mesh = {};
+  config.mesh.shape.clear();
+  config.mesh.axes.clear();
   for (auto [name, size] : {std::pair<const char*, int64_t>{"stage", c.stage}, {"data", c.data}, {"fsdp", c.fsdp},
                             {"model", c.model}})
     if (size > 1) config.mesh.shape.push_back(size), config.mesh.axes.push_back(name);

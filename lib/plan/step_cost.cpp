@@ -19,8 +19,9 @@ namespace spmd {
 
 namespace {
 constexpr double kFloatBytes = 4;
-// Elementwise passes over each saved activation byte: written in forward, read in backward,
-// its gradient written; and AdamW's per-parameter traffic: read p, g, m, v; write p, m, v.
+// Elementwise passes over each activation byte a microbatch keeps without recomputation: written
+// in forward, read in backward, its gradient written (a replay writes the dropped bytes once
+// more); and AdamW's per-parameter traffic: read p, g, m, v; write p, m, v.
 constexpr double kActivationPasses = 3;
 constexpr double kAdamWPasses = 7;
 
@@ -156,7 +157,12 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   StepCost cost;
   cost.flops = M * microbatch_flops(s, config.runtime.remat);
   const double compute = microbatch_flops(s, config.runtime.remat) / r.matmul_flops_per_s;
-  const double traffic = kActivationPasses * static_cast<double>(memory.activations_per_microbatch) / r.memory_bytes_per_s;
+  // Elementwise work does not shrink with recomputation: what remat drops is written again by the replay.
+  const double plain = static_cast<double>(estimate_memory(layout, config.data.batch_size, config.train.microbatches, rank,
+                                                           config.runtime.pipeline_schedule, "none")
+                                               .activations_per_microbatch);
+  const double replayed = plain - static_cast<double>(memory.activations_per_microbatch);
+  const double traffic = (kActivationPasses * plain + replayed) / r.memory_bytes_per_s;
   const double tp = tensor_parallel_s(config, layout, s, r), fsdp = fsdp_s(config, layout, rank, r);
   const double p2p = pipeline_p2p_s(layout, s, r);
   const double per_microbatch = compute + traffic + tp + fsdp + p2p;
