@@ -34,7 +34,7 @@ std::string plan_table(const std::vector<RankedPlan>& plans, size_t top, const P
   for (size_t i = 0; i < shown; ++i) {
     const RankedPlan& p = plans[i];
     rows.push_back({std::to_string(i + 1), shape_text(p.config.mesh), axes_text(p.config.mesh), describe_choice(p.choice),
-                    human_bytes(p.memory.total()), fmt::format("{:.1f}", p.cost.total_s * 1e3),
+                    human_bytes(p.footprint()), fmt::format("{:.1f}", p.cost.total_s * 1e3),
                     fmt::format("{:.0f}", p.tokens_per_s()), p.cost.dominant()});
   }
   return header(plans, shown, request, rates) + text_table(rows, "rllllrrl", "  ") +
@@ -58,10 +58,10 @@ nlohmann::json plans_json(const std::vector<RankedPlan>& plans, size_t top, cons
                             {"data", c.data}, {"fsdp", c.fsdp}, {"model", c.model}, {"stage", c.stage},
                             {"sequence_parallel", c.sequence_parallel}, {"microbatches", c.microbatches},
                             {"schedule", c.schedule}, {"remat", c.remat},
-                            {"memory_bytes", p.memory.total()},
+                            {"memory_bytes", p.footprint()},
                             {"memory", {{"params", p.memory.params}, {"grads", p.memory.grads},
                                         {"optimizer", p.memory.optimizer}, {"fsdp_gathered", p.memory.fsdp_gathered},
-                                        {"activations", p.memory.activations}}},
+                                        {"activations", p.memory.activations}, {"recompute", p.recompute_bytes}}},
                             {"step_s", p.cost.total_s}, {"tokens_per_s", p.tokens_per_s()}, {"cost", cost},
                             {"yaml", to_yaml(p.config)}});
   }
@@ -78,12 +78,12 @@ std::string devices_table(const std::vector<DeviceCountAnswer>& answers, const M
       rows.push_back({n, s.valid == 0 ? "no valid layout (sizes do not divide)"
                                       : fmt::format("none fits; smallest: {}", describe_choice(s.smallest->choice)),
                       s.valid == 0 ? "" : shape_text(s.smallest->config.mesh),
-                      s.valid == 0 ? "" : human_bytes(s.smallest->memory.total()), "", ""});
+                      s.valid == 0 ? "" : human_bytes(s.smallest->footprint()), "", ""});
       continue;
     }
     const RankedPlan& p = s.fitting.front();
     if (!fewest) fewest = a.request.devices;
-    rows.push_back({n, describe_choice(p.choice), shape_text(p.config.mesh), human_bytes(p.memory.total()),
+    rows.push_back({n, describe_choice(p.choice), shape_text(p.config.mesh), human_bytes(p.footprint()),
                     fmt::format("{:.1f}", p.cost.total_s * 1e3), fmt::format("{:.0f}", p.tokens_per_s())});
   }
   const auto& budget = answers.front().request.memory_per_device;
@@ -101,7 +101,7 @@ nlohmann::json devices_json(const std::vector<DeviceCountAnswer>& answers, const
   nlohmann::json out{{"rates", machine_rates_json(rates)}, {"by_devices", nlohmann::json::array()}};
   for (const auto& a : answers) {
     nlohmann::json one = plans_json(a.search.fitting, 1, a.request, rates);
-    if (a.search.smallest) one["smallest_memory_bytes"] = a.search.smallest->memory.total();
+    if (a.search.smallest) one["smallest_memory_bytes"] = a.search.smallest->footprint();
     one["valid"] = a.search.valid;
     out["by_devices"].push_back(one);
   }
@@ -114,7 +114,7 @@ std::string emit_plan(const std::vector<RankedPlan>& plans, int64_t rank) {
   const RankedPlan& p = plans[static_cast<size_t>(rank - 1)];
   return fmt::format("# spmd-inspect --plan rank {} of {}: {} on mesh {}; predicted {:.1f} ms/step, {} per device\n{}",
                      rank, plans.size(), describe_choice(p.choice), p.layout.mesh.describe(), p.cost.total_s * 1e3,
-                     human_bytes(p.memory.total()), to_yaml(p.config));
+                     human_bytes(p.footprint()), to_yaml(p.config));
 }
 
 }  // namespace spmd

@@ -15,10 +15,19 @@ double RankedPlan::tokens_per_s() const {
 }
 
 namespace {
+int64_t recompute_bytes(const Config& config, const ModelLayout& layout, int64_t stage, const MemoryEstimate& kept) {
+  if (config.runtime.remat == "none") return 0;
+  const MemoryEstimate plain = estimate_memory(layout, config.data.batch_size, config.train.microbatches,
+                                               first_rank_of_stage(layout, stage), config.runtime.pipeline_schedule, "none");
+  return plain.activation_parts.per_block - kept.activation_parts.per_block;
+}
+
 RankedPlan evaluate(PlanCandidate candidate, const MachineRates& rates) {
   const std::vector<MemoryEstimate> stages = estimate_stages(candidate.layout, candidate.config);
+  const int64_t fullest = fullest_stage(stages);
   RankedPlan plan{candidate.choice, std::move(candidate.config), std::move(candidate.layout),
-                  stages[static_cast<size_t>(fullest_stage(stages))], {}};
+                  stages[static_cast<size_t>(fullest)], 0, {}};
+  plan.recompute_bytes = recompute_bytes(plan.config, plan.layout, fullest, plan.memory);
   plan.cost = predict_step(plan.config, plan.layout, stages, rates);
   return plan;
 }
@@ -28,7 +37,7 @@ RankedPlan evaluate(PlanCandidate candidate, const MachineRates& rates) {
   throw UsageError(fmt::format(
       "--memory-per-device {}: none of the {} valid layouts on {} devices fits; the smallest footprint is {} per "
       "device ({}, mesh {}); give more memory or more --devices, or shrink data.batch_size or the model",
-      human_bytes(*request.memory_per_device), search.valid, request.devices, human_bytes(smallest.memory.total()),
+      human_bytes(*request.memory_per_device), search.valid, request.devices, human_bytes(smallest.footprint()),
       describe_choice(smallest.choice), smallest.layout.mesh.describe()));
 }
 }  // namespace
@@ -38,13 +47,13 @@ PlanSearch search_plans(const Config& base, const PlanRequest& request, const Ma
   for (auto& candidate : enumerate_plans(base, request.devices)) {
     RankedPlan plan = evaluate(std::move(candidate), rates);
     ++search.valid;
-    if (!search.smallest || plan.memory.total() < search.smallest->memory.total()) search.smallest = plan;
-    if (!request.memory_per_device || plan.memory.total() <= *request.memory_per_device)
+    if (!search.smallest || plan.footprint() < search.smallest->footprint()) search.smallest = plan;
+    if (!request.memory_per_device || plan.footprint() <= *request.memory_per_device)
       search.fitting.push_back(std::move(plan));
   }
   std::stable_sort(search.fitting.begin(), search.fitting.end(), [](const RankedPlan& a, const RankedPlan& b) {
     if (a.cost.total_s != b.cost.total_s) return a.cost.total_s < b.cost.total_s;
-    return a.memory.total() < b.memory.total();
+    return a.footprint() < b.footprint();
   });
   return search;
 }

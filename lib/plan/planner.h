@@ -18,7 +18,11 @@ struct RankedPlan {
   Config config;        // runs unchanged under spmd-train (to_yaml(config) is --emit's text)
   ModelLayout layout;
   MemoryEstimate memory;  // the fullest stage's
+  // With runtime.remat: one block's replayed internals, alive while that block's backward runs
+  // (on top of what the estimate keeps between forward and backward).
+  int64_t recompute_bytes = 0;
   StepCost cost;
+  int64_t footprint() const { return memory.total() + recompute_bytes; }  // the budget's measure
   double tokens_per_s() const;
 };
 
