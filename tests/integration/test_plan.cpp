@@ -80,7 +80,7 @@ TEST_CASE("plan: every layout the planner emits for a tiny model on 4 ranks trai
   CHECK(schedules == std::set<std::string>{"1f1b", "gpipe"});
 }
 
-TEST_CASE("plan: ranked by predicted step time, within the budget; compute is the model's FLOPs over the rate") {
+TEST_CASE("plan: ranked by predicted step time, within the budget, and compute is the FLOPs over the rate") {
   TinyRun run;
   const std::string rates = rates_file(run);
   const nlohmann::json unbounded = plans(run, rates)["plans"];
