@@ -163,3 +163,28 @@ TEST_CASE("calibrate: 2 worker processes measure rates that --plan then reads") 
                                    {}, 60);
   CHECK_MESSAGE(planned.exit_code == 0, planned.output);
 }
+
+TEST_CASE("plan: docs/planner.md's GPT-2 124M commands answer, and the emitted config lays out") {
+  TempDir dir;
+  const std::vector<std::string> base{binary_path("spmd-inspect"), "--config", source_path("configs/gpt2-124m.yaml"),
+                                      "--plan", "--memory-per-device", "24GiB", "--rates",
+                                      source_path("configs/rates/example-gpu-node.json")};
+  const auto sweep = run_process(with(base, {"--devices", "1,2,4,8"}), {}, 120);
+  REQUIRE_MESSAGE(sweep.exit_code == 0, sweep.output);
+  CHECK(sweep.output.find("fewest devices that fit: ") != std::string::npos);
+  const auto json = run_process(with(base, {"--devices", "1,2,4,8", "--json"}), {}, 120);
+  REQUIRE_MESSAGE(json.exit_code == 0, json.output);
+  for (const auto& n : nlohmann::json::parse(json.output)["by_devices"]) {
+    CAPTURE(n["devices"]);
+    for (const auto& p : n["plans"]) CHECK(p["memory_bytes"].get<int64_t>() <= int64_t{24} << 30);
+  }
+  const auto top = run_process(with(base, {"--devices", "2", "--top", "5"}), {}, 120);
+  REQUIRE_MESSAGE(top.exit_code == 0, top.output);
+  const auto emitted = run_process(with(base, {"--devices", "2", "--emit", "1"}), {}, 120);
+  REQUIRE_MESSAGE(emitted.exit_code == 0, emitted.output);
+  const std::string yaml = dir.file("gpt2-124m-planned.yaml");
+  write_file(yaml, emitted.output);
+  const auto loaded = run_process({binary_path("spmd-inspect"), "--config", yaml, "--json"}, {}, 60);
+  REQUIRE_MESSAGE(loaded.exit_code == 0, loaded.output);
+  CHECK(nlohmann::json::parse(loaded.output)["mesh"]["shape"].size() >= 1);
+}
