@@ -81,8 +81,8 @@ def case(args, name, devices, out):
     config = CONFIGS[name]
     inspect = os.path.join(args.build, "app/spmd-inspect")
     rates = os.path.join(out, f"rates-{devices}.json")
-    if not os.path.exists(rates):
-        run([inspect, "--config", config, "--calibrate", "--devices", str(devices), "--rates", rates])
+    # Calibrated right before the runs it predicts: on a shared machine the load of an hour ago says little.
+    run([inspect, "--config", config, "--calibrate", "--devices", str(devices), "--rates", rates])
     data = os.path.join(out, "tokens.bin")
     if not os.path.exists(data):
         token_file(data, 400_000, 65)
