@@ -1,4 +1,6 @@
 // spmd-inspect: shows how a GPT-2 would be laid out over the configured mesh, before any compute.
+#include <filesystem>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -6,6 +8,9 @@
 #include "inspect/memory_verdict.h"
 #include "inspect/report.h"
 #include "parallel/layout.h"
+#include "plan/calibrate.h"
+#include "plan/plan_report.h"
+#include "plan/planner.h"
 #include "util/error.h"
 #include "util/guarded_main.h"
 
@@ -18,6 +23,14 @@ struct InspectOptions {
   bool json = false;
   bool all = false;
   std::string device_memory;
+  // The layout planner (docs/planner.md).
+  bool plan = false;
+  bool calibrate = false;
+  std::vector<int64_t> devices;  // --plan: one count ranks its layouts; several answer "how many do I need?"
+  std::string memory_per_device;
+  size_t top = 10;
+  int64_t emit = 0;
+  std::string rates_path = "machine-rates.json";
 };
 
 constexpr const char* kExamples = R"(
@@ -28,6 +41,12 @@ Examples:
       try another mesh without editing the file, and draw one parameter's blocks
   spmd-inspect --config configs/fsdp-8.yaml --json --all
       every parameter's spec and shard shape as JSON, for scripts
+  spmd-inspect --config configs/default.yaml --calibrate --devices 4
+      measure this machine's matmul, memory and collective rates on 4 processes (machine-rates.json)
+  spmd-inspect --config configs/default.yaml --plan --devices 4 --memory-per-device 1GiB
+      every valid mesh and rule set for 4 devices that fits, ranked by predicted step time
+  spmd-inspect --config configs/default.yaml --plan --devices 4 --emit 1 > best.yaml
+      the fastest plan's complete config, which spmd-train runs unchanged
 )";
 
 void setup_inspect(CLI::App& app, InspectOptions& opt) {
@@ -37,11 +56,59 @@ void setup_inspect(CLI::App& app, InspectOptions& opt) {
   app.add_flag("--json", opt.json, "print one JSON object instead of text (it lists every parameter)");
   app.add_flag("--all", opt.all, "one table row per parameter (default: repeated blocks folded, h.{0..11}.x)");
   app.add_option("--device-memory", opt.device_memory, "judge the fit against this much memory per device, e.g. 80GiB");
+  auto* plan = app.add_flag("--plan", opt.plan, "rank every valid layout for --devices by predicted step time");
+  auto* calibrate = app.add_flag("--calibrate", opt.calibrate, "measure this machine's rates for --plan on --devices processes");
+  plan->excludes(calibrate);
+  app.add_option("--devices", opt.devices, "devices to plan or calibrate for; --plan takes a list (1,2,4,8): the best per count")
+      ->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--memory-per-device", opt.memory_per_device, "--plan: keep the layouts that fit, e.g. 24GiB")->needs(plan);
+  app.add_option("--top", opt.top, "--plan: rows to show (default 10)")->check(CLI::PositiveNumber)->needs(plan);
+  app.add_option("--emit", opt.emit, "--plan: print the config of the plan of this rank instead of the table")
+      ->check(CLI::PositiveNumber)->needs(plan);
+  app.add_option("--rates", opt.rates_path, "machine rates JSON: written by --calibrate, read by --plan (default machine-rates.json)");
   app.footer(kExamples);
 }
 
-int run_inspect(const InspectOptions& opt) {
+spmd::MachineRates read_rates(const spmd::Config& config, const InspectOptions& opt) {
+  SPMD_CHECK(std::filesystem::exists(opt.rates_path),
+             "--rates {}: no such file; measure this machine with spmd-inspect --config {} --calibrate --devices {} "
+             "--rates {}, or write one for your cluster (docs/planner.md)",
+             opt.rates_path, config.source_path, opt.devices.back(), opt.rates_path);
+  return spmd::read_machine_rates(opt.rates_path);
+}
+
+// Several device counts: the fastest fitting layout of each.
+int run_device_sweep(const spmd::Config& config, const InspectOptions& opt, const spmd::MachineRates& rates,
+                     std::optional<int64_t> budget) {
+  SPMD_CHECK(opt.emit == 0, "--emit {} needs one --devices count, got {}", opt.emit, opt.devices.size());
+  std::vector<spmd::DeviceCountAnswer> answers;
+  for (int64_t n : opt.devices) answers.push_back({{n, budget}, spmd::search_plans(config, {n, budget}, rates)});
+  if (opt.json) fmt::print("{}\n", spmd::devices_json(answers, rates).dump(2));
+  else fmt::print("{}", spmd::devices_table(answers, rates));
+  return 0;
+}
+
+int run_plan(const spmd::Config& config, const InspectOptions& opt) {
+  const spmd::MachineRates rates = read_rates(config, opt);
+  std::optional<int64_t> budget;
+  if (!opt.memory_per_device.empty()) budget = spmd::parse_byte_size(opt.memory_per_device, "--memory-per-device");
+  if (opt.devices.size() > 1) return run_device_sweep(config, opt, rates, budget);
+  const spmd::PlanRequest request{opt.devices.front(), budget};
+  const std::vector<spmd::RankedPlan> plans = spmd::rank_plans(config, request, rates);
+  if (opt.emit > 0) fmt::print("{}", spmd::emit_plan(plans, opt.emit));
+  else if (opt.json) fmt::print("{}\n", spmd::plans_json(plans, opt.top, request, rates).dump(2));
+  else fmt::print("{}", spmd::plan_table(plans, opt.top, request, rates));
+  return 0;
+}
+
+int run_inspect(const InspectOptions& opt, const std::vector<std::string>& argv) {
   spmd::Config config = spmd::load_config(opt.config_path, opt.overrides);
+  SPMD_CHECK(!(opt.plan || opt.calibrate) || !opt.devices.empty(), "--{} needs --devices N", opt.plan ? "plan" : "calibrate");
+  if (opt.plan) return run_plan(config, opt);
+  if (opt.calibrate) {
+    SPMD_CHECK(opt.devices.size() == 1, "--calibrate measures one device count; got --devices with {}", opt.devices.size());
+    return spmd::run_calibrate(config, {opt.devices.front(), opt.rates_path}, argv);
+  }
   spmd::ModelLayout layout = spmd::plan_layout(config);
   spmd::InspectTextOptions text{opt.show, opt.all, std::nullopt};
   if (!opt.device_memory.empty()) text.device_bytes = spmd::parse_byte_size(opt.device_memory, "--device-memory");
@@ -63,6 +130,6 @@ int main(int argc, char** argv) {
       int code = app.exit(e);
       return code == 0 ? 0 : 2;
     }
-    return run_inspect(opt);
+    return run_inspect(opt, std::vector<std::string>(argv, argv + argc));
   });
 }

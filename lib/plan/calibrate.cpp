@@ -1,0 +1,135 @@
+// The calibration probe. Each measurement is the median of timed repetitions after a warm-up;
+// ranks' results are averaged over the world group. An all-reduce of S bytes over n devices is
+// timed at two sizes and fitted to t = latency + 2 (n-1)/n S / bandwidth (machine_rates.h).
+#include "plan/calibrate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+
+#include "comm/backend.h"
+#include "comm/communicator.h"
+#include "comm/launch_env.h"
+#include "launch/launcher.h"
+#include "launch/preflight_ranks.h"
+#include "plan/machine_rates.h"
+#include "util/durable_file.h"
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+constexpr int kRepeats = 7;
+
+double median_seconds(const std::function<void()>& work, int repeats = kRepeats) {
+  work();  // warm-up
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
+  return times[static_cast<size_t>(repeats / 2)];
+}
+
+double world_mean(const Communicator& comm, double x) {
+  at::Tensor t = at::full({1}, x, at::kDouble);
+  comm.control().all_reduce_sum(t);
+  return t.item<double>() / static_cast<double>(comm.mesh().size());
+}
+
+// The model's MLP up-projection on one device's share of a step's rows (at least 64).
+double matmul_rate(const Config& config, const Communicator& comm) {
+  const int64_t C = config.model.n_embd;
+  const int64_t rows = std::max<int64_t>(64, config.data.batch_size * config.model.block_size / comm.mesh().size());
+  const at::Tensor a = at::randn({rows, C}), b = at::randn({C, 4 * C});
+  at::Tensor out = at::empty({rows, 4 * C});
+  comm.control().barrier();
+  const double s = median_seconds([&] { at::mm_out(out, a, b); });
+  return world_mean(comm, 2.0 * static_cast<double>(rows * C * 4 * C) / s);
+}
+
+double memory_rate(const Communicator& comm) {
+  const int64_t n = int64_t{1} << 22;  // 16 MiB per operand: past the caches
+  const at::Tensor a = at::randn({n}), b = at::randn({n});
+  at::Tensor out = at::empty({n});
+  comm.control().barrier();
+  const double s = median_seconds([&] { at::add_out(out, a, b); });
+  return world_mean(comm, 3.0 * 4 * static_cast<double>(n) / s);
+}
+
+LinkRate all_reduce_rate(const Communicator& comm, const std::vector<std::string>& axes) {
+  const Group& group = comm.along(axes);
+  const int64_t n = group.size();
+  const double small = 4096, large = 4 << 20;  // bytes
+  auto time_bytes = [&](double bytes) {
+    at::Tensor t = at::ones({static_cast<int64_t>(bytes / 4)}, at::TensorOptions().device(comm.device()));
+    comm.world().barrier();
+    return world_mean(comm, median_seconds([&] { group.all_reduce_sum(t); }));
+  };
+  const double t_small = time_bytes(small), t_large = time_bytes(large);
+  const double wire = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
+  const double bandwidth = wire * (large - small) / std::max(t_large - t_small, 1e-9);
+  return {std::max(0.0, t_small - wire * small / bandwidth), bandwidth};
+}
+
+// Axes p0, p1, ... of the prime factors of N: the groups along the last k axes have the suffix
+// products' sizes (N = 8: [2, 2, 2] gives groups of 2, 4 and 8).
+Mesh probe_mesh(int64_t devices) {
+  std::vector<int64_t> shape;
+  for (int64_t n = devices, p = 2; n > 1;)
+    if (n % p == 0) shape.push_back(p), n /= p;
+    else ++p;
+  if (shape.empty()) shape.push_back(1);
+  std::vector<std::string> axes;
+  for (size_t i = 0; i < shape.size(); ++i) axes.push_back(fmt::format("p{}", i));
+  return Mesh(shape, axes);
+}
+
+int calibrate_worker(const Config& config, const RendezvousInfo& rendezvous, const CalibrateOptions& options) {
+  at::set_num_threads(config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
+                                                          : default_threads_per_rank(rendezvous.local_world_size));
+  const Mesh mesh = probe_mesh(options.devices);
+  Communicator comm(rendezvous, mesh, resolve_runtime(config.runtime));
+  MachineRates rates;
+  rates.devices = options.devices;
+  rates.matmul_flops_per_s = matmul_rate(config, comm);
+  rates.memory_bytes_per_s = memory_rate(comm);
+  for (size_t k = mesh.axes().size(); k-- > 0;) {
+    std::vector<std::string> axes(mesh.axes().begin() + static_cast<int64_t>(k), mesh.axes().end());
+    if (mesh.axes_size(axes) < 2) continue;
+    comm.create_group(axes);
+    rates.group_sizes[mesh.axes_size(axes)] = all_reduce_rate(comm, axes);
+  }
+  if (comm.rank() == 0) {
+    nlohmann::json j = machine_rates_json(rates);
+    j["measured_with"] = {{"backend", comm.runtime().backend}, {"device", comm.device().str()},
+                          {"threads_per_rank", at::get_num_threads()}, {"config", config.source_path}};
+    write_file_durably(options.rates_path, j.dump(2) + "\n");
+    fmt::print("wrote the rates of {} devices to {}: matmul {:.3g} TFLOP/s and memory {:.3g} GB/s per device\n",
+               options.devices, options.rates_path, rates.matmul_flops_per_s / 1e12, rates.memory_bytes_per_s / 1e9);
+  }
+  return 0;
+}
+}  // namespace
+
+int run_calibrate(const Config& config, const CalibrateOptions& options, const std::vector<std::string>& argv) {
+  if (auto launched = detect_launch_env(current_environment())) {
+    SPMD_CHECK(launched->rendezvous.world_size == options.devices, "{}={} but --devices {}",
+               launched->world_size_variable, launched->rendezvous.world_size, options.devices);
+    return calibrate_worker(config, rendezvous_info(launched->rendezvous, config.runtime.timeout_s), options);
+  }
+  resolve_runtime(config.runtime);  // cuda/nccl where they cannot run: exit 2 before any process starts
+  LaunchOptions launch;
+  launch.nproc_per_node = static_cast<int>(options.devices);
+  launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
+  mark_launched_workers();
+  return launch_workers(launch, argv);
+}
+
+}  // namespace spmd

@@ -1,0 +1,110 @@
+// Enumerating layouts: factorizations x rule variants x memory/time settings, kept where
+// plan_layout accepts them.
+#include "plan/plan_space.h"
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+// Every (data, fsdp, model, stage) with product `devices`.
+std::vector<PlanChoice> meshes(int64_t devices) {
+  std::vector<PlanChoice> out;
+  for (int64_t data : divisors(devices))
+    for (int64_t fsdp : divisors(devices / data))
+      for (int64_t model : divisors(devices / data / fsdp)) {
+        PlanChoice c;
+        c.data = data, c.fsdp = fsdp, c.model = model, c.stage = devices / data / fsdp / model;
+        out.push_back(c);
+      }
+  return out;
+}
+
+// Microbatch counts worth trying: gradient accumulation 1, 2, 4, 8 without stages; with p stages
+// p, 2p, 4p (fewer than p cannot run; more shrinks the bubble and the activations in flight).
+std::vector<int64_t> microbatch_counts(const PlanChoice& c) {
+  if (c.stage == 1) return {1, 2, 4, 8};
+  return {c.stage, 2 * c.stage, 4 * c.stage};
+}
+
+std::vector<PlanChoice> variants(const PlanChoice& mesh) {
+  std::vector<PlanChoice> out;
+  const std::vector<std::string> schedules = mesh.stage > 1 ? std::vector<std::string>{"1f1b", "gpipe"}
+                                                            : std::vector<std::string>{"1f1b"};
+  for (bool sp : mesh.model > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
+    for (int64_t m : microbatch_counts(mesh))
+      for (const auto& schedule : schedules)
+        for (const char* remat : {"none", "selective", "full"}) {
+          PlanChoice c = mesh;
+          c.sequence_parallel = sp, c.microbatches = m, c.schedule = schedule, c.remat = remat;
+          out.push_back(c);
+        }
+  return out;
+}
+
+ShardingRule rule(const std::string& logical, std::vector<std::string> axes) { return {logical, std::move(axes)}; }
+}  // namespace
+
+std::string describe_choice(const PlanChoice& c) {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
+  if (c.data > 1) add(fmt::format("DP{}", c.data));
+  if (c.fsdp > 1) add(fmt::format("FSDP{}", c.fsdp));
+  if (c.model > 1) add(fmt::format("TP{}{}", c.model, c.sequence_parallel ? "+SP" : ""));
+  if (c.stage > 1) add(fmt::format("PP{} {}", c.stage, c.schedule));
+  if (s.empty()) add("1 device");
+  if (c.microbatches > 1) add(fmt::format("M{}", c.microbatches));
+  if (c.remat != "none") add("remat:" + c.remat);
+  return s;
+}
+
+Config plan_config(const Config& base, const PlanChoice& c) {
+  Config config = base;
+  config.mesh.shape.clear();
+  config.mesh.axes.clear();
+  for (auto [name, size] : {std::pair<const char*, int64_t>{"stage", c.stage}, {"data", c.data}, {"fsdp", c.fsdp},
+                            {"model", c.model}})
+    if (size > 1) config.mesh.shape.push_back(size), config.mesh.axes.push_back(name);
+  if (config.mesh.shape.empty()) config.mesh = MeshConfig{};
+  std::vector<std::string> batch, embed, tensor, seq, layers;
+  if (c.data > 1) batch.push_back("data");
+  if (c.fsdp > 1) batch.push_back("fsdp"), embed.push_back("fsdp");
+  if (c.model > 1) tensor.push_back("model");
+  if (c.sequence_parallel) seq.push_back("model");
+  if (c.stage > 1) layers.push_back("stage");
+  config.sharding_rules = {rule("batch", batch), rule("layers", layers), rule("vocab", tensor),
+                           rule("heads", tensor), rule("mlp", tensor),  rule("embed", embed),
+                           rule("seq", seq),      rule("kv", {})};
+  config.train.microbatches = c.microbatches;
+  config.runtime.pipeline_schedule = c.schedule;
+  config.runtime.pipeline_layers.clear();
+  config.runtime.remat = c.remat;
+  config.resolved_yaml = to_yaml(config);
+  return config;
+}
+
+std::vector<PlanCandidate> enumerate_plans(const Config& base, int64_t devices) {
+  std::vector<PlanCandidate> out;
+  for (const PlanChoice& mesh : meshes(devices))
+    for (const PlanChoice& c : variants(mesh)) {
+      Config config = plan_config(base, c);
+      try {
+        ModelLayout layout = plan_layout(config);
+        out.push_back({c, std::move(config), std::move(layout)});
+      } catch (const UsageError&) {
+        // Not valid for this model or batch (a size that does not divide, too few microbatches).
+      }
+    }
+  return out;
+}
+
+}  // namespace spmd

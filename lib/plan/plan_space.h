@@ -1,0 +1,42 @@
+// The layouts the planner considers for N devices: every factorization of N over the data, fsdp,
+// model and stage axes, with the rule set each implies, and the settings that trade memory for
+// time (sequence parallelism, microbatches, pipeline schedule, recomputation). A layout is valid
+// when the rules engine (plan_layout) accepts it for the model: the planner never second-guesses it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "parallel/layout.h"
+
+namespace spmd {
+
+struct PlanChoice {
+  int64_t data = 1, fsdp = 1, model = 1, stage = 1;  // mesh axis sizes; their product is N
+  bool sequence_parallel = false;                     // [seq, model]: needs model > 1
+  int64_t microbatches = 1;
+  std::string schedule = "1f1b";                      // with stages only
+  std::string remat = "none";                         // none | selective | full
+  // Seams for the deeper-pipelines issue: interleaved 1F1B would add a schedule name and a
+  // virtual-stage count here (and in pipeline_fill_slots, step_cost.cpp); context parallelism a
+  // `context` axis size with [seq, context]. Neither runtime exists yet, so neither is enumerated.
+};
+
+// "DP2 FSDP2 TP2+SP PP2 1f1b M4 remat:full": what is sharded, in words short enough for a table.
+std::string describe_choice(const PlanChoice& choice);
+
+// The base config with the choice's mesh (axes of size 1 left out, in the order stage, data,
+// fsdp, model), its sharding rules and its runtime settings; everything else unchanged.
+Config plan_config(const Config& base, const PlanChoice& choice);
+
+struct PlanCandidate {
+  PlanChoice choice;
+  Config config;
+  ModelLayout layout;
+};
+
+// Every choice for `devices` whose config the rules engine accepts for the base's model and batch.
+std::vector<PlanCandidate> enumerate_plans(const Config& base, int64_t devices);
+
+}  // namespace spmd

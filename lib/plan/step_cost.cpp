@@ -1,0 +1,215 @@
+// The cost model's terms, per pipeline stage (see step_cost.h). B global rows, T positions,
+// C = n_embd; per device: b rows of a microbatch, and the heads / MLP / vocab shares of the
+// tensor-parallel axis. Matmul FLOPs per token of one block, forward: c_attn 6C^2 and c_proj
+// 2C^2 over the heads' share, the MLP's 16C^2 over its share, the attention core 4TC (QK^T and
+// PV, computed whole: the kernel does not skip the masked half); the head 2CV. Backward is twice
+// the forward; remat full replays the blocks' forward, selective the attention core.
+#include "plan/step_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+constexpr double kFloatBytes = 4;
+// Elementwise passes over each activation byte a microbatch keeps without recomputation: written
+// in forward, read in backward, its gradient written (a replay writes the dropped bytes once
+// more); and AdamW's per-parameter traffic: read p, g, m, v; write p, m, v.
+constexpr double kActivationPasses = 3;
+constexpr double kAdamWPasses = 7;
+
+double ring_all_reduce(const LinkRate& l, double bytes, int64_t n) {
+  return l.latency_s + 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / l.bytes_per_s;
+}
+double ring_gather(const LinkRate& l, double full_bytes, int64_t n) {  // all-gather or reduce-scatter
+  return l.latency_s + static_cast<double>(n - 1) / static_cast<double>(n) * full_bytes / l.bytes_per_s;
+}
+
+std::vector<std::string> all_axes(const std::vector<std::vector<std::string>>& per_dim) {
+  std::vector<std::string> out;
+  for (const auto& d : per_dim) out.insert(out.end(), d.begin(), d.end());
+  return out;
+}
+
+struct StageShape {
+  int64_t stage = 0, layers = 0;
+  bool first = false, last = false;
+  double tokens = 0;  // one microbatch's tokens on one device
+  int64_t tp_heads = 1, tp_mlp = 1, tp_vocab = 1;
+  double vocab = 0, C = 0, T = 0;
+};
+
+StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t stage) {
+  const auto& m = config.model;
+  const auto& p = layout.pipeline;
+  StageShape s;
+  s.stage = stage;
+  s.layers = p.layer_begin[static_cast<size_t>(stage) + 1] - p.layer_begin[static_cast<size_t>(stage)];
+  s.first = stage == 0, s.last = stage == p.stages() - 1;
+  s.tokens = static_cast<double>(config.data.batch_size / layout.dp_size() / config.train.microbatches * m.block_size);
+  s.tp_heads = layout.mesh.axes_size(layout.param("h.0.attn.c_attn.weight").tp_axes[2]);
+  s.tp_mlp = layout.mesh.axes_size(layout.param("h.0.mlp.c_fc.weight").tp_axes[1]);
+  s.tp_vocab = layout.mesh.axes_size(layout.param("wte").tp_axes[0]);
+  s.vocab = static_cast<double>(layout.padded_vocab), s.C = static_cast<double>(m.n_embd);
+  s.T = static_cast<double>(m.block_size);
+  return s;
+}
+
+// Matmul FLOPs of one microbatch through the stage: forward, backward, recomputation.
+double microbatch_flops(const StageShape& s, const std::string& remat) {
+  const double attn_dense = 8 * s.C * s.C / static_cast<double>(s.tp_heads);
+  const double attn_core = 4 * s.T * s.C / static_cast<double>(s.tp_heads);
+  const double mlp = 16 * s.C * s.C / static_cast<double>(s.tp_mlp);
+  const double block = s.tokens * (attn_dense + attn_core + mlp);
+  const double head = s.last ? s.tokens * 2 * s.C * s.vocab / static_cast<double>(s.tp_vocab) : 0;
+  double flops = 3 * (static_cast<double>(s.layers) * block + head);
+  if (remat == "full") flops += static_cast<double>(s.layers) * block;
+  if (remat == "selective") flops += static_cast<double>(s.layers) * s.tokens * attn_core;
+  return flops;
+}
+
+// Tensor parallelism, one microbatch: per block two all-reduces of the (b, T, C) stream forward
+// and two backward (sequence parallelism: a gather and a reduce-scatter for each, one latency
+// more); a replayed forward repeats its two; the vocab-parallel embedding's and the head's input
+// all-reduces, and the loss's three (b, T) reductions.
+double tensor_parallel_s(const Config& config, const ModelLayout& layout, const StageShape& s, const MachineRates& r) {
+  const auto& axes = layout.param("h.0.mlp.c_fc.weight").tp_axes[1];
+  const int64_t n = layout.mesh.axes_size(axes);
+  if (n == 1) return 0;
+  const LinkRate link = r.link(axes, n);
+  const double stream = s.tokens * s.C * kFloatBytes;
+  const double one = ring_all_reduce(link, stream, n) + (layout.seq_axes.empty() ? 0 : link.latency_s);
+  const double per_block = (config.runtime.remat == "full" ? 6 : 4) * one;
+  double t = static_cast<double>(s.layers) * per_block;
+  if (s.first && s.tp_vocab > 1) t += one;
+  if (s.last && s.tp_vocab > 1) t += one + 3 * ring_all_reduce(link, s.tokens * kFloatBytes, n);
+  return t;
+}
+
+// FSDP, one microbatch: each sharded weight gathered for forward and again for backward, its
+// gradient reduce-scattered; a replayed forward gathers once more.
+double fsdp_s(const Config& config, const ModelLayout& layout, int64_t rank, const MachineRates& r) {
+  double t = 0;
+  const double gathers = config.runtime.remat == "full" ? 3 : 2;
+  for (const auto& p : layout.params) {
+    if (!p.sharding.holds(rank) || !p.is_fsdp()) continue;
+    const auto axes = all_axes(p.fsdp_axes);
+    const int64_t n = layout.mesh.axes_size(axes);
+    const auto shape = p.gathered_shape();
+    const double bytes = kFloatBytes * static_cast<double>(std::accumulate(shape.begin(), shape.end(), int64_t{1},
+                                                                          std::multiplies<>()));
+    t += (gathers + 1) * ring_gather(r.link(axes, n), bytes, n);
+  }
+  return t;
+}
+
+// Pipeline, one microbatch: the stream received from the previous stage and its gradient sent
+// back; the stream sent on and its gradient received.
+double pipeline_p2p_s(const ModelLayout& layout, const StageShape& s, const MachineRates& r) {
+  if (layout.pipeline.axis.empty()) return 0;
+  const LinkRate link = r.link({layout.pipeline.axis}, 2);
+  const double stream = s.tokens / static_cast<double>(layout.mesh.axes_size(layout.seq_axes)) * s.C * kFloatBytes;
+  const int transfers = (s.first ? 0 : 2) + (s.last ? 0 : 2);
+  return transfers * (link.latency_s + stream / link.bytes_per_s);
+}
+
+// Once per step: gradients all-reduced over the batch axes a parameter is replicated on (in
+// runtime.grad_bucket_mb buckets), and the tied embedding's gradient between the end stages.
+void step_collectives(const Config& config, const ModelLayout& layout, int64_t rank, const MachineRates& r,
+                      StepCost& cost) {
+  std::map<std::vector<std::string>, double> bytes_by_axes;
+  for (const auto& p : layout.params) {
+    if (!p.sharding.holds(rank)) continue;
+    const auto sharded = all_axes(p.fsdp_axes);
+    std::vector<std::string> replicated;
+    for (const auto& a : layout.batch_axes)
+      if (std::find(sharded.begin(), sharded.end(), a) == sharded.end()) replicated.push_back(a);
+    if (layout.mesh.axes_size(replicated) > 1)
+      bytes_by_axes[replicated] += kFloatBytes * static_cast<double>(p.sharding.shard_numel());
+  }
+  const double bucket = config.runtime.grad_bucket_mb * 1024 * 1024;
+  for (const auto& [axes, bytes] : bytes_by_axes) {
+    const int64_t n = layout.mesh.axes_size(axes);
+    const LinkRate link = r.link(axes, n);
+    const double buckets = bucket > 0 ? std::ceil(bytes / bucket) : 1;
+    cost.comm_s[fmt::format("grad all-reduce ({})", fmt::join(axes, "x"))] +=
+        buckets * link.latency_s + ring_all_reduce(link, bytes, n) - link.latency_s;
+  }
+  const auto& pipeline = layout.pipeline;
+  if (pipeline.stages() > 1 && (layout.stage_of(rank) == 0 || layout.stage_of(rank) == pipeline.stages() - 1)) {
+    const double wte = kFloatBytes * static_cast<double>(layout.param("wte").sharding.shard_numel());
+    cost.comm_s[fmt::format("tied wte all-reduce ({})", pipeline.axis)] += ring_all_reduce(r.link({pipeline.axis}, 2), wte, 2);
+  }
+}
+
+StepCost stage_cost(const Config& config, const ModelLayout& layout, const MemoryEstimate& memory, int64_t stage,
+                    const MachineRates& r) {
+  const int64_t rank = first_rank_of_stage(layout, stage);
+  const StageShape s = stage_shape(config, layout, stage);
+  const double M = static_cast<double>(config.train.microbatches);
+  StepCost cost;
+  cost.flops = M * microbatch_flops(s, config.runtime.remat);
+  const double compute = microbatch_flops(s, config.runtime.remat) / r.matmul_flops_per_s;
+  // Elementwise work does not shrink with recomputation: what remat drops is written again by the replay.
+  const double plain = static_cast<double>(estimate_memory(layout, config.data.batch_size, config.train.microbatches, rank,
+                                                           config.runtime.pipeline_schedule, "none")
+                                               .activations_per_microbatch);
+  const double replayed = plain - static_cast<double>(memory.activations_per_microbatch);
+  const double traffic = (kActivationPasses * plain + replayed) / r.memory_bytes_per_s;
+  const double tp = tensor_parallel_s(config, layout, s, r), fsdp = fsdp_s(config, layout, rank, r);
+  const double p2p = pipeline_p2p_s(layout, s, r);
+  const double per_microbatch = compute + traffic + tp + fsdp + p2p;
+  cost.compute_s = M * compute;
+  cost.memory_s = M * traffic + kAdamWPasses * static_cast<double>(memory.params) / r.memory_bytes_per_s;
+  const std::string model_axes = fmt::format("{}", fmt::join(layout.param("h.0.mlp.c_fc.weight").tp_axes[1], "x"));
+  if (tp > 0) cost.comm_s[fmt::format("TP {} ({})", layout.seq_axes.empty() ? "all-reduce" : "gather/scatter", model_axes)] = M * tp;
+  if (fsdp > 0) cost.comm_s["FSDP gather/scatter"] = M * fsdp;
+  if (p2p > 0) cost.comm_s[fmt::format("stage send/receive ({})", layout.pipeline.axis)] = M * p2p;
+  const double slots = pipeline_fill_slots(config.runtime.pipeline_schedule, layout.pipeline.stages(), config.train.microbatches);
+  cost.bubble_s = (slots - M) * per_microbatch;
+  step_collectives(config, layout, rank, r, cost);
+  cost.total_s = cost.compute_s + cost.memory_s + cost.comm_total() + cost.bubble_s;
+  return cost;
+}
+}  // namespace
+
+double StepCost::comm_total() const {
+  double t = 0;
+  for (const auto& [name, s] : comm_s) t += s;
+  return t;
+}
+
+std::string StepCost::dominant() const {
+  std::pair<std::string, double> best{"compute", compute_s};
+  auto consider = [&](const std::string& name, double s) {
+    if (s > best.second) best = {name, s};
+  };
+  consider("memory traffic", memory_s);
+  consider("pipeline bubble", bubble_s);
+  for (const auto& [name, s] : comm_s) consider(name, s);
+  return best.first;
+}
+
+double pipeline_fill_slots(const std::string& schedule, int64_t stages, int64_t microbatches) {
+  SPMD_ASSERT(schedule == "1f1b" || schedule == "gpipe", "no bubble model for pipeline schedule '{}'", schedule);
+  return static_cast<double>(microbatches + stages - 1);
+}
+
+StepCost predict_step(const Config& config, const ModelLayout& layout, const std::vector<MemoryEstimate>& stage_memory,
+                      const MachineRates& rates) {
+  StepCost slowest;
+  for (int64_t s = 0; s < layout.pipeline.stages(); ++s) {
+    StepCost c = stage_cost(config, layout, stage_memory[static_cast<size_t>(s)], s, rates);
+    if (s == 0 || c.total_s > slowest.total_s) slowest = c;
+  }
+  return slowest;
+}
+
+}  // namespace spmd

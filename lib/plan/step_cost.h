@@ -1,0 +1,42 @@
+// The planner's cost model: a predicted step time for one layout, made of terms each of which
+// can be checked against a measurement (bench/plan_validation.sh):
+//   compute   the matmul FLOPs of the busiest device / the measured matmul rate
+//   memory    the elementwise traffic (activations written, read back, their gradients; the AdamW
+//             update) / the measured memory rate
+//   comm      per mesh axis, bytes per collective through the axis's latency and bandwidth
+//   bubble    the pipeline's idle slots under its schedule
+// No overlap of communication with compute is assumed (an upper bound where the runtime overlaps).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "inspect/memory_estimate.h"
+#include "parallel/layout.h"
+#include "plan/machine_rates.h"
+
+namespace spmd {
+
+struct StepCost {
+  double flops = 0;        // matmul FLOPs of the busiest device per step (forward, backward, recompute)
+  double compute_s = 0;
+  double memory_s = 0;
+  std::map<std::string, double> comm_s;  // by what: "TP all-reduce (model)", "grad all-reduce (data)", ...
+  double bubble_s = 0;
+  double total_s = 0;
+  double comm_total() const;
+  std::string dominant() const;  // the largest term's name
+};
+
+// Slots a pipeline step takes, in units of one microbatch's stage time: M + p - 1 for 1F1B and
+// GPipe (the same bubble; they differ in memory). Interleaved schedules shrink the p - 1 here.
+double pipeline_fill_slots(const std::string& schedule, int64_t stages, int64_t microbatches);
+
+// The predicted step of `config` laid out as `layout`: that of its slowest pipeline stage.
+// `stage_memory` holds each stage's memory estimate (estimate_stages), whose activation bytes give
+// the elementwise traffic.
+StepCost predict_step(const Config& config, const ModelLayout& layout, const std::vector<MemoryEstimate>& stage_memory,
+                      const MachineRates& rates);
+
+}  // namespace spmd

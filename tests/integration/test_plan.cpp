@@ -1,0 +1,190 @@
+// spmd-inspect --plan and --calibrate as real processes: the layouts the planner emits train to
+// the one-process loss on 4 ranks (the invariance guarantee covers plans), the ranking and the
+// budget hold, the cost model's compute term is the model's FLOPs, and bad input exits 2.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "training_fixture.h"
+
+using namespace spmd::test;
+
+namespace {
+// Rates written by hand, as for a cluster one is not on (docs/planner.md), so that the ranking
+// does not depend on this machine's load.
+const char* kRates = R"({"matmul_TFLOPs": 0.05, "memory_GBps": 10,
+  "group_sizes": {"2": {"latency_us": 50, "bandwidth_GBps": 2}, "4": {"latency_us": 80, "bandwidth_GBps": 1.5}}})";
+
+// The tiny run, shortened: 6 steps, one evaluation at the end.
+const std::vector<std::string> kShort = {"--set", "train.steps=6", "--set", "train.decay_steps=6", "--set",
+                                         "train.eval_every=6"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+ProcessResult inspect(const TinyRun& run, const std::vector<std::string>& args) {
+  return run_process(with({binary_path("spmd-inspect"), "--config", run.config}, with(kShort, args)), {}, 120);
+}
+
+nlohmann::json plans(const TinyRun& run, const std::string& rates, const std::vector<std::string>& extra = {}) {
+  const auto r = inspect(run, with({"--plan", "--devices", "4", "--rates", rates, "--json", "--top", "100000"}, extra));
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  return nlohmann::json::parse(r.output);
+}
+
+std::string rates_file(const TinyRun& run) {
+  const std::string path = run.dir.file("rates.json");
+  write_file(path, kRates);
+  return path;
+}
+
+// The layout without the settings that only trade memory for time (microbatches, schedule, remat).
+std::string layout_key(const nlohmann::json& p) {
+  return p["mesh"].dump() + (p["sequence_parallel"].get<bool>() ? " sp" : "");
+}
+}  // namespace
+
+TEST_CASE("plan: every layout the planner emits for a tiny model on 4 ranks trains to the one-process loss") {
+  TinyRun run;
+  const std::string rates = rates_file(run);
+  const nlohmann::json all = plans(run, rates)["plans"];
+  // One run per distinct mesh and rule set; the microbatch, schedule and remat variants rotate
+  // over them, so every kind of setting runs too.
+  std::map<std::string, std::vector<nlohmann::json>> by_layout;
+  for (const auto& p : all) by_layout[layout_key(p)].push_back(p);
+  REQUIRE(by_layout.size() >= 8);  // DP, FSDP, TP, TP+SP, PP and their mixes over 4 devices
+  const Curve reference = train(run, run.dir.file("one"), kShort);
+  std::set<std::string> remats, schedules;
+  size_t turn = 0;
+  for (const auto& [key, variants] : by_layout) {
+    const nlohmann::json& p = variants[turn++ % variants.size()];
+    CAPTURE(p["sharding"].get<std::string>());
+    remats.insert(p["remat"].get<std::string>());
+    if (p["stage"].get<int>() > 1) schedules.insert(p["schedule"].get<std::string>());
+    const auto emitted = inspect(run, {"--plan", "--devices", "4", "--rates", rates, "--emit", std::to_string(p["rank"].get<int>())});
+    REQUIRE_MESSAGE(emitted.exit_code == 0, emitted.output);
+    const std::string yaml = run.dir.file("plan-" + std::to_string(p["rank"].get<int>()) + ".yaml");
+    write_file(yaml, emitted.output);
+    const std::string out = run.dir.file("out-" + std::to_string(p["rank"].get<int>()));
+    const auto r = run_process({binary_path("spmd-train"), "--config", yaml, "--set", "output.dir=" + out}, {}, 300);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    CHECK(read_summary(out)["ranks"] == 4);
+    check_same_curve(read_metrics(out + "/metrics.jsonl"), reference, 2e-4);
+  }
+  CHECK(remats == std::set<std::string>{"full", "none", "selective"});
+  CHECK(schedules == std::set<std::string>{"1f1b", "gpipe"});
+}
+
+TEST_CASE("plan: ranked by predicted step time, within the budget, and compute is the FLOPs over the rate") {
+  TinyRun run;
+  const std::string rates = rates_file(run);
+  const nlohmann::json unbounded = plans(run, rates)["plans"];
+  REQUIRE(unbounded.size() > 10);
+  int64_t smallest = unbounded[0]["memory_bytes"].get<int64_t>(), largest = smallest;
+  for (const auto& p : unbounded) {
+    smallest = std::min(smallest, p["memory_bytes"].get<int64_t>());
+    largest = std::max(largest, p["memory_bytes"].get<int64_t>());
+  }
+  REQUIRE(smallest < largest);
+  const int64_t budget = (smallest + largest) / 2;
+  const nlohmann::json fitting = plans(run, rates, {"--memory-per-device", std::to_string(budget)})["plans"];
+  CHECK(fitting.size() < unbounded.size());
+  for (size_t i = 0; i < fitting.size(); ++i) {
+    CAPTURE(fitting[i]["sharding"].get<std::string>());
+    CHECK(fitting[i]["memory_bytes"].get<int64_t>() <= budget);
+    if (i > 0) CHECK(fitting[i]["step_s"].get<double>() >= fitting[i - 1]["step_s"].get<double>());
+  }
+  // Pure data parallelism without microbatches or remat: each device forwards and backwards B/4 rows.
+  const double B = 8.0 / 4, T = 16, C = 32, L = 2, V = 72;
+  const double flops = 3 * B * T * (L * (24 * C * C + 4 * T * C) + 2 * C * V);
+  bool found = false;
+  for (const auto& p : unbounded)
+    if (p["data"] == 4 && p["microbatches"] == 1 && p["remat"] == "none") {
+      found = true;
+      CHECK(p["cost"]["flops"].get<double>() == doctest::Approx(flops));
+      CHECK(p["cost"]["compute_s"].get<double>() == doctest::Approx(flops / 0.05e12));
+      CHECK(p["cost"]["comm_s"].contains("grad all-reduce (data)"));
+    }
+  CHECK(found);
+}
+
+TEST_CASE("plan: a budget nothing fits exits 2 and names the smallest footprint it found") {
+  TinyRun run;
+  const auto r = inspect(run, {"--plan", "--devices", "4", "--rates", rates_file(run), "--memory-per-device", "1KiB"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("none of the") != std::string::npos);
+  CHECK(r.output.find("the smallest footprint is") != std::string::npos);
+  CHECK(r.output.find("terminate") == std::string::npos);
+}
+
+TEST_CASE("plan: bad arguments and rates files exit 2 naming the culprit") {
+  TinyRun run;
+  const std::string rates = rates_file(run);
+  const std::string broken = run.dir.file("broken.json");
+  write_file(broken, R"({"memory_GBps": 10})");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--plan"}, "--devices"},
+      {{"--plan", "--devices", "0", "--rates", rates}, "--devices"},
+      {{"--plan", "--devices", "3", "--rates", rates}, "--devices 3"},
+      {{"--plan", "--devices", "4", "--rates", rates, "--emit", "100000"}, "--emit 100000"},
+      {{"--plan", "--devices", "4", "--rates", rates, "--top", "0"}, "--top"},
+      {{"--plan", "--devices", "4", "--rates", rates, "--memory-per-device", "lots"}, "--memory-per-device"},
+      {{"--plan", "--devices", "4", "--rates", run.dir.file("missing.json")}, "--calibrate"},
+      {{"--plan", "--devices", "4", "--rates", broken}, "matmul_TFLOPs"},
+      {{"--plan", "--calibrate", "--devices", "4"}, "--calibrate"},
+      {{"--emit", "1"}, "--plan"},
+  };
+  for (const auto& [args, culprit] : cases) {
+    CAPTURE(args);
+    const auto r = inspect(run, args);
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.output.find(culprit) != std::string::npos, r.output);
+  }
+}
+
+TEST_CASE("calibrate: 2 worker processes measure rates that --plan then reads") {
+  TinyRun run;
+  const std::string rates = run.dir.file("measured.json");
+  const auto r = inspect(run, {"--calibrate", "--devices", "2", "--rates", rates});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const auto j = nlohmann::json::parse(read_file(rates));
+  CHECK(j["devices"] == 2);
+  CHECK(j["matmul_TFLOPs"].get<double>() > 0);
+  CHECK(j["memory_GBps"].get<double>() > 0);
+  CHECK(j["group_sizes"]["2"]["bandwidth_GBps"].get<double>() > 0);
+  CHECK(j["group_sizes"]["2"]["latency_us"].get<double>() >= 0);
+  const auto planned = run_process({binary_path("spmd-inspect"), "--config", run.config, "--plan", "--devices", "2",
+                                    "--rates", rates},
+                                   {}, 60);
+  CHECK_MESSAGE(planned.exit_code == 0, planned.output);
+}
+
+TEST_CASE("plan: docs/planner.md's GPT-2 124M commands answer, and the emitted config lays out") {
+  TempDir dir;
+  const std::vector<std::string> base{binary_path("spmd-inspect"), "--config", source_path("configs/gpt2-124m.yaml"),
+                                      "--plan", "--memory-per-device", "24GiB", "--rates",
+                                      source_path("configs/rates/example-gpu-node.json")};
+  const auto sweep = run_process(with(base, {"--devices", "1,2,4,8"}), {}, 120);
+  REQUIRE_MESSAGE(sweep.exit_code == 0, sweep.output);
+  CHECK(sweep.output.find("fewest devices that fit: ") != std::string::npos);
+  const auto json = run_process(with(base, {"--devices", "1,2,4,8", "--json"}), {}, 120);
+  REQUIRE_MESSAGE(json.exit_code == 0, json.output);
+  for (const auto& n : nlohmann::json::parse(json.output)["by_devices"]) {
+    CAPTURE(n["devices"]);
+    for (const auto& p : n["plans"]) CHECK(p["memory_bytes"].get<int64_t>() <= int64_t{24} << 30);
+  }
+  const auto top = run_process(with(base, {"--devices", "2", "--top", "5"}), {}, 120);
+  REQUIRE_MESSAGE(top.exit_code == 0, top.output);
+  const auto emitted = run_process(with(base, {"--devices", "2", "--emit", "1"}), {}, 120);
+  REQUIRE_MESSAGE(emitted.exit_code == 0, emitted.output);
+  const std::string yaml = dir.file("gpt2-124m-planned.yaml");
+  write_file(yaml, emitted.output);
+  const auto loaded = run_process({binary_path("spmd-inspect"), "--config", yaml, "--json"}, {}, 60);
+  REQUIRE_MESSAGE(loaded.exit_code == 0, loaded.output);
+  CHECK(nlohmann::json::parse(loaded.output)["mesh"]["shape"].size() >= 1);
+}
