@@ -100,7 +100,9 @@ std::string pipeline_text(const Config& config, const ModelLayout& layout) {
                                 shape.chunks > 1 ? fmt::format(" x {} chunks", shape.chunks) : "", shape.schedule,
                                 shape.microbatches, bubble_text(shape));
   std::vector<std::vector<std::string>> rows{
-      {"stage", "holds", "params+grads+AdamW", "activations = in flight x one microbatch", "total/device"}};
+      {"stage", "holds", "params+grads+AdamW",
+       shape.chunks > 1 ? "activations = in flight x one microbatch-chunk" : "activations = in flight x one microbatch",
+       "total/device"}};
   const auto estimates = estimate_stages(layout, config);
   for (int64_t s = 0; s < stages; ++s) {
     const MemoryEstimate& e = estimates[static_cast<size_t>(s)];
