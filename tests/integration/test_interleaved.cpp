@@ -2,10 +2,11 @@
 // processes over Gloo: p = 2 and 4 stages with 2 chunks each follow the single-process loss curve
 // (dropout included), checkpoints move between the interleaved mesh and one process both ways, and
 // microbatch counts the schedule cannot run exit 2 before any rank starts, naming the keys and the
-// smallest valid value.
+// smallest valid value; spmd-inspect's activations per stage match what each stage holds.
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 
 #include "training_fixture.h"
@@ -93,6 +94,34 @@ TEST_CASE("interleaved: checkpoints move between the interleaved mesh and one pr
                                                   {"--resume", run.dir.file("ck-whole/step_00000004")})));
   REQUIRE(from_single.loss.size() == 4);
   check_same_curve(from_single, tail, 2e-4);
+}
+
+TEST_CASE("interleaved: spmd-inspect's activations per stage are within 25% of what each stage holds") {
+  // 4 stages x 2 chunks, 8 microbatches: stage s holds up to 2 (3 - s) + 4 + 1 microbatch-chunks.
+  // The model made wider and longer so activations dominate; the last of 2 steps is measured.
+  TinyRun run;
+  const auto args = with(with(model(8), interleaved(4, false, 8)),
+                         {"--set", "model.block_size=64", "--set", "model.n_embd=64", "--set", "model.n_head=4", "--set",
+                          "train.steps=2", "--set", "train.decay_steps=2", "--set", "train.warmup_steps=1", "--set",
+                          "train.eval_every=0", "--set", "model.dropout=0.0"});
+  const std::string out = run.dir.file("memory");
+  train(run, out, args);
+  const auto measured = read_summary(out)["graph_bytes_per_stage"].get<std::vector<double>>();
+  std::vector<std::string> inspect{binary_path("spmd-inspect"), "--config", run.config, "--json"};
+  inspect.insert(inspect.end(), args.begin(), args.end());
+  const auto r = run_process(inspect, {}, 60);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const auto stages = nlohmann::json::parse(r.output)["pipeline"]["stage_list"];
+  REQUIRE(stages.size() == 4);
+  REQUIRE(measured.size() == 4);
+  for (size_t s = 0; s < 4; ++s) {
+    CAPTURE(s);
+    const double estimate = stages[s]["activation_bytes"].get<double>();
+    MESSAGE("stage " << s << ": activations estimate " << estimate << " bytes, measured " << measured[s]);
+    CHECK(stages[s]["microbatches_in_flight"] == 2 * (3 - static_cast<int>(s)) + 4 + 1);
+    REQUIRE(measured[s] > 0);
+    CHECK(std::abs(estimate - measured[s]) <= measured[s] / 4);
+  }
 }
 
 TEST_CASE("interleaved: microbatch counts the schedule cannot run exit 2 before launch, naming the keys") {

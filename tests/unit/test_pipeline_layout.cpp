@@ -92,7 +92,10 @@ TEST_CASE("pipeline schedule: interleaved runs chunks in groups of p microbatche
     for (int64_t chunks : {2, 3}) {
       for (int64_t m = stages; m <= 3 * stages; m += stages) {
         for (int64_t stage = 0; stage < stages; ++stage) {
-          CAPTURE(stages), CAPTURE(chunks), CAPTURE(m), CAPTURE(stage);
+          CAPTURE(stages);
+          CAPTURE(chunks);
+          CAPTURE(m);
+          CAPTURE(stage);
           const auto passes = passes_of("interleaved", stage, stages, m, chunks);
           REQUIRE(passes.size() == static_cast<size_t>(2 * m * chunks));
           for (int64_t mb = 0; mb < m; ++mb) {  // each (microbatch, chunk) once each way, forward first
@@ -114,7 +117,10 @@ TEST_CASE("pipeline schedule: no order deadlocks, and the timetable's idle share
       for (int64_t chunks : {1, 2, 3, 4}) {
         if ((schedule == "interleaved") != (chunks > 1)) continue;
         for (int64_t m = stages; m <= 4 * stages; m += stages) {
-          CAPTURE(schedule), CAPTURE(stages), CAPTURE(chunks), CAPTURE(m);
+          CAPTURE(schedule);
+          CAPTURE(stages);
+          CAPTURE(chunks);
+          CAPTURE(m);
           const PipelineShape shape{schedule, stages, chunks, m};
           PipelineTimetable table;
           REQUIRE_NOTHROW(table = pipeline_timetable(shape));
