@@ -12,6 +12,8 @@ build=${1:-build-torch2}
 rounds=${2:-3}
 steps=${3:-10}
 bash datasets/fortunes/prepare.sh "$build/app/spmd-prepare" >/dev/null
+# The corpus's vocabulary depends on the fortunes packages installed: take it from meta.json.
+vocab=$(python3 -c 'import json; print(json.load(open("datasets/fortunes/meta.json"))["vocab_size"])')
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 lscpu | grep -E '^Model name' || true
@@ -20,7 +22,7 @@ for ((r = 1; r <= rounds; r++)); do
     chunks=$([ "$variant" = interleaved ] && echo 2 || echo 1)
     "$build/bench/bench_train" --config configs/interleaved-4.yaml --nproc 4 --warmup 2 --steps "$steps" \
       --set runtime.pipeline_schedule="$variant" --set runtime.virtual_stages="$chunks" \
-      --set runtime.threads_per_rank=1 --json "$out/$variant-$r.json" >/dev/null
+      --set runtime.threads_per_rank=1 --set model.vocab_size="$vocab" --json "$out/$variant-$r.json" >/dev/null
   done
 done
 python3 - "$out" "$rounds" <<'PY'
