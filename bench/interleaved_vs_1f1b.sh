@@ -13,9 +13,9 @@ cd "$(dirname "$0")/.."
 build=${1:-build-torch2}
 rounds=${2:-3}
 steps=${3:-10}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-"$build/app/spmd-prepare" --input /usr/share/games/fortunes --out "$out/data" --vocab byte --val-fraction 0.1 \
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$build/app/spmd-prepare" --input /usr/share/games/fortunes --out "$work/data" --vocab byte --val-fraction 0.1 \
   --exclude '*.dat' '*.u8' 'off' '.*' --quiet
 lscpu | grep -E '^Model name' || true
 for ((r = 1; r <= rounds; r++)); do
@@ -23,15 +23,15 @@ for ((r = 1; r <= rounds; r++)); do
     chunks=$([ "$variant" = interleaved ] && echo 2 || echo 1)
     "$build/bench/bench_train" --config configs/interleaved-4.yaml --nproc 4 --warmup 2 --steps "$steps" \
       --set runtime.pipeline_schedule="$variant" --set runtime.virtual_stages="$chunks" \
-      --set runtime.threads_per_rank=1 --set model.vocab_size=256 --set data.train="$out/data/train.bin" \
-      --set data.val="$out/data/val.bin" --json "$out/$variant-$r.json" >/dev/null
+      --set runtime.threads_per_rank=1 --set model.vocab_size=256 --set data.train="$work/data/train.bin" \
+      --set data.val="$work/data/val.bin" --json "$work/$variant-$r.json" >/dev/null
   done
 done
-python3 - "$out" "$rounds" <<'PY'
+python3 - "$work" "$rounds" <<'PY'
 import json, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+work, rounds = sys.argv[1], int(sys.argv[2])
 for variant in ("1f1b", "interleaved"):
-    runs = [json.load(open(f"{out}/{variant}-{r}.json")) for r in range(1, rounds + 1)]
+    runs = [json.load(open(f"{work}/{variant}-{r}.json")) for r in range(1, rounds + 1)]
     for j in runs:
         p = j["pipeline"]
         print(f"{variant:12s} step {j['median_step_ms']:7.1f} ms  bubble measured {100 * p['bubble_measured_mean']:5.1f}% "
