@@ -167,7 +167,8 @@ PipelineFigures pipeline_figures(const spmd::Group& world, const spmd::TrainStat
   f.wait_ms = per_stage(world, f.stages, stage, wait / steps / ranks_per_stage, false);
   f.graph_bytes = per_stage(world, f.stages, stage, static_cast<double>(graph_bytes), true);
   f.bubble_mean = std::accumulate(f.bubble.begin(), f.bubble.end(), 0.0) / static_cast<double>(f.stages);
-  f.bubble_theory = spmd::bubble_fraction(f.stages, state.config.train.microbatches);
+  f.bubble_theory = spmd::bubble_fraction({state.config.runtime.pipeline_schedule, f.stages, layout.pipeline.chunks,
+                                            state.config.train.microbatches});
   return f;
 }
 
@@ -179,8 +180,12 @@ void print_pipeline(const PipelineFigures& f, const spmd::Config& config) {
     memory.push_back(f.graph_bytes[i] < 0 ? "-" : fmt::format("stage {} {:.1f} MiB", s, f.graph_bytes[i] / (1 << 20)));
   }
   fmt::print("  pipeline           {} stages over '{}', {}, {} microbatches: bubble measured {:.1f}% (mean over stages of the "
-             "step blocked receiving: {}), theory (p-1)/(M+p-1) {:.1f}%\n",
-             f.stages, f.axis, config.runtime.pipeline_schedule, config.train.microbatches, 100.0 * f.bubble_mean,
+             "step blocked receiving: {}), theory (p-1)/(vM+p-1) {:.1f}%\n",
+             f.stages, f.axis,
+             config.runtime.virtual_stages > 1 ? fmt::format("{} x {} chunks", config.runtime.pipeline_schedule,
+                                                             config.runtime.virtual_stages)
+                                               : config.runtime.pipeline_schedule,
+             config.train.microbatches, 100.0 * f.bubble_mean,
              fmt::join(stages, ", "), 100.0 * f.bubble_theory);
   fmt::print("  activations        most bytes in flight per stage (autograd graphs): {}\n", fmt::join(memory, ", "));
 }
@@ -191,6 +196,7 @@ nlohmann::json pipeline_json(const PipelineFigures& f, const spmd::Config& confi
   return {{"axis", f.axis},
           {"stages", f.stages},
           {"schedule", config.runtime.pipeline_schedule},
+          {"virtual_stages", config.runtime.virtual_stages},
           {"microbatches", config.train.microbatches},
           {"bubble_measured_per_stage", f.bubble},
           {"bubble_measured_mean", f.bubble_mean},

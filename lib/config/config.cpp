@@ -223,7 +223,8 @@ OutputConfig read_output(const MapReader& top) {
 RuntimeConfig read_runtime(const MapReader& top) {
   RuntimeConfig rt;
   MapReader r = top.section("runtime", {"backend", "device", "threads_per_rank", "timeout_s", "grad_bucket_mb",
-                                           "fsdp_prefetch", "pipeline_schedule", "pipeline_layers", "remat"});
+                                           "fsdp_prefetch", "pipeline_schedule", "virtual_stages", "pipeline_layers",
+                                           "remat"});
   read_choice(r, "backend", rt.backend, {"gloo", "nccl", "auto"});
   read_choice(r, "device", rt.device, {"cpu", "cuda", "auto"});
   if (r.has("threads_per_rank")) {
@@ -238,7 +239,8 @@ RuntimeConfig read_runtime(const MapReader& top) {
   read_non_negative(r, "grad_bucket_mb", rt.grad_bucket_mb);
   r.check("grad_bucket_mb", rt.grad_bucket_mb <= 1048576, "expected at most 1048576 (1 TiB)");
   r.read("fsdp_prefetch", rt.fsdp_prefetch);
-  read_choice(r, "pipeline_schedule", rt.pipeline_schedule, {"1f1b", "gpipe"});
+  read_choice(r, "pipeline_schedule", rt.pipeline_schedule, {"1f1b", "gpipe", "interleaved"});
+  read_at_least(r, "virtual_stages", rt.virtual_stages, 1);
   read_choice(r, "remat", rt.remat, {"none", "full", "selective"});
   r.read("pipeline_layers", rt.pipeline_layers);
   for (int64_t n : rt.pipeline_layers)
@@ -395,6 +397,7 @@ std::string to_yaml(const Config& c) {
   number("grad_bucket_mb", c.runtime.grad_bucket_mb);
   field("fsdp_prefetch", c.runtime.fsdp_prefetch);
   field("pipeline_schedule", c.runtime.pipeline_schedule);
+  if (c.runtime.virtual_stages != 1) field("virtual_stages", c.runtime.virtual_stages);
   field("remat", c.runtime.remat);
   if (!c.runtime.pipeline_layers.empty()) field("pipeline_layers", c.runtime.pipeline_layers);
   out << YAML::EndMap;

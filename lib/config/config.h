@@ -79,8 +79,10 @@ struct RuntimeConfig {
   double grad_bucket_mb = 25;    // data-parallel gradient bucket; 0: one all-reduce after backward
   bool fsdp_prefetch = true;     // start the next FSDP weight's all-gather while this layer computes
   // Pipeline stages (a `layers` sharding rule): the order of microbatch passes on each stage, and
-  // an explicit number of blocks per stage (empty: n_layer split evenly).
-  std::string pipeline_schedule = "1f1b";  // 1f1b | gpipe
+  // an explicit number of blocks per virtual stage (empty: n_layer split evenly).
+  std::string pipeline_schedule = "1f1b";  // 1f1b | gpipe | interleaved
+  // Interleaved 1F1B: block chunks per stage; chunk k of stage s is virtual stage k * stages + s.
+  int64_t virtual_stages = 1;
   std::vector<int64_t> pipeline_layers;
   // Activation recomputation: none | full (keep each block's input, recompute the block in
   // backward) | selective (recompute the attention core, keep the matmul outputs).

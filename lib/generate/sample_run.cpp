@@ -28,6 +28,8 @@ Config sampling_config(const std::string& checkpoint, const std::string& config_
   for (auto& rule : config.sharding_rules)
     if (rule.logical == "layers") rule.mesh_axes.clear();  // no stages: decoding is one position deep
   config.runtime.pipeline_layers.clear();
+  config.runtime.virtual_stages = 1;  // an interleaved run's checkpoint samples unstaged too
+  if (config.runtime.pipeline_schedule == "interleaved") config.runtime.pipeline_schedule = "1f1b";
   config.train.microbatches = 1;
   return config;
 }

@@ -146,7 +146,7 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
 int64_t microbatches_in_flight(const PipelineLayout& pipeline, const std::string& schedule, int64_t microbatches,
                                int64_t stage) {
   if (pipeline.axis.empty()) return 1;
-  return max_in_flight(stage_passes(schedule, stage, pipeline.stages(), microbatches));
+  return max_in_flight(stage_passes({schedule, pipeline.stages(), pipeline.chunks, microbatches}, stage));
 }
 
 MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, int64_t microbatches, int64_t rank,
@@ -164,7 +164,10 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   e.optimizer = 2 * e.params;
   const PipelineLayout& pipeline = layout.pipeline;
   const int64_t stage = layout.stage_of(rank);
-  const int64_t layers = pipeline.layer_begin[static_cast<size_t>(stage) + 1] - pipeline.layer_begin[static_cast<size_t>(stage)];
+  // What one (microbatch, chunk) in flight keeps: the stage's largest chunk of blocks.
+  int64_t layers = 0;
+  for (int64_t k = 0; k < pipeline.chunks; ++k)
+    layers = std::max(layers, pipeline.chunk_end(stage, k) - pipeline.chunk_begin(stage, k));
   const int64_t local_batch = global_batch / layout.dp_size() / microbatches;
   e.activation_parts = activation_parts(device_shapes(layout, local_batch), remat, layers, stage == 0,
                                         stage == pipeline.stages() - 1);

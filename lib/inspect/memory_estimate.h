@@ -25,7 +25,7 @@ struct MemoryEstimate {
   int64_t optimizer = 0;     // AdamW m and v: same sharding as the parameters
   int64_t fsdp_gathered = 0; // FSDP working set: the largest gathered weight, its gradient, the prefetch
   int64_t activations = 0;   // saved for backward: activations_per_microbatch x microbatches_in_flight
-  int64_t activations_per_microbatch = 0;  // one microbatch through this device's blocks (and head)
+  int64_t activations_per_microbatch = 0;  // one microbatch through this device's blocks (one chunk's when interleaved)
   int64_t microbatches_in_flight = 1;      // forwarded, not yet backwarded, at the worst moment
   ActivationParts activation_parts;        // activations_per_microbatch by where it is kept
   std::string remat = "none";              // runtime.remat the activations assume
@@ -35,8 +35,9 @@ struct MemoryEstimate {
 };
 
 // The most microbatches whose activations `stage` holds at once: max_in_flight of its passes
-// under `schedule` (1f1b: min(stages - stage, M); gpipe: M). Without stages, 1 (plain gradient
-// accumulation runs each microbatch's backward right after its forward).
+// under `schedule` (1f1b: min(stages - stage, M); gpipe: M; interleaved: (microbatch, chunk)
+// pairs, each holding one chunk's blocks). Without stages, 1 (plain gradient accumulation runs
+// each microbatch's backward right after its forward).
 int64_t microbatches_in_flight(const PipelineLayout& pipeline, const std::string& schedule, int64_t microbatches,
                                int64_t stage);
 

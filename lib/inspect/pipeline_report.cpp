@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "inspect/memory_estimate.h"
+#include "inspect/schedule_report.h"
 #include "inspect/text_table.h"
 #include "mesh/render.h"
 #include "parallel/pipeline_schedule.h"
@@ -17,14 +18,25 @@ namespace spmd {
 namespace {
 bool has_stages(const ModelLayout& layout) { return layout.pipeline.stages() > 1; }
 
-int64_t layer_begin(const ModelLayout& layout, int64_t stage) {
-  return layout.pipeline.layer_begin[static_cast<size_t>(stage)];
-}
-
 std::string blocks_text(int64_t begin, int64_t end) {
   if (end == begin) return "no blocks";
   if (end - begin == 1) return fmt::format("h.{}", begin);
   return fmt::format("h.{}-h.{}", begin, end - 1);
+}
+
+// The blocks of each chunk of `stage`: "h.0-h.1" or, interleaved, "h.0, h.4" (chunks 0 and 1).
+std::string stage_blocks_text(const PipelineLayout& pipeline, int64_t stage) {
+  std::vector<std::string> chunks;
+  for (int64_t k = 0; k < pipeline.chunks; ++k)
+    chunks.push_back(blocks_text(pipeline.chunk_begin(stage, k), pipeline.chunk_end(stage, k)));
+  return fmt::format("{}", fmt::join(chunks, ", "));
+}
+
+nlohmann::json chunk_ranges(const PipelineLayout& pipeline, int64_t stage) {
+  nlohmann::json ranges = nlohmann::json::array();
+  for (int64_t k = 0; k < pipeline.chunks; ++k)
+    ranges.push_back({pipeline.chunk_begin(stage, k), pipeline.chunk_end(stage, k)});
+  return ranges;
 }
 
 // "ln_f.weight" -> "ln_f"
@@ -62,26 +74,35 @@ std::vector<std::string> held_params(const ModelLayout& layout, int64_t stage) {
   return names;
 }
 
-std::string bubble_text(int64_t stages, int64_t microbatches) {
-  return fmt::format("bubble (p-1)/(M+p-1) = {}/{} = {:.1f}% of each step idle on every stage (ideal: equal "
+PipelineShape shape_of(const Config& config, const ModelLayout& layout) {
+  return {config.runtime.pipeline_schedule, layout.pipeline.stages(), layout.pipeline.chunks, config.train.microbatches};
+}
+
+std::string bubble_text(const PipelineShape& shape) {
+  return fmt::format("bubble (p-1)/(vM+p-1) = {}/{} = {:.1f}% of each step idle on every stage (ideal: equal "
                      "stages, free sends)",
-                     stages - 1, microbatches + stages - 1, 100.0 * bubble_fraction(stages, microbatches));
+                     shape.stages - 1, shape.chunks * shape.microbatches + shape.stages - 1,
+                     100.0 * bubble_fraction(shape));
 }
 }  // namespace
 
 std::string stage_contents(const ModelLayout& layout, int64_t stage) {
-  return blocks_text(layer_begin(layout, stage), layer_begin(layout, stage + 1)) + stack_ends_text(layout, stage);
+  return stage_blocks_text(layout.pipeline, stage) + stack_ends_text(layout, stage);
 }
 
 std::string pipeline_text(const Config& config, const ModelLayout& layout) {
   if (!has_stages(layout)) return "";
-  const int64_t stages = layout.pipeline.stages(), microbatches = config.train.microbatches;
-  std::string out = fmt::format("pipeline: blocks staged over mesh axis '{}' ({} stages), {} schedule, {} microbatches "
-                                "per step\n  {}\n",
-                                layout.pipeline.axis, stages, config.runtime.pipeline_schedule, microbatches,
-                                bubble_text(stages, microbatches));
+  const PipelineShape shape = shape_of(config, layout);
+  const int64_t stages = shape.stages;
+  std::string out = fmt::format("pipeline: blocks staged over mesh axis '{}' ({} stages{}), {} schedule, {} "
+                                "microbatches per step\n  {}\n",
+                                layout.pipeline.axis, stages,
+                                shape.chunks > 1 ? fmt::format(" x {} chunks", shape.chunks) : "", shape.schedule,
+                                shape.microbatches, bubble_text(shape));
   std::vector<std::vector<std::string>> rows{
-      {"stage", "holds", "params+grads+AdamW", "activations = in flight x one microbatch", "total/device"}};
+      {"stage", "holds", "params+grads+AdamW",
+       shape.chunks > 1 ? "activations = in flight x one microbatch-chunk" : "activations = in flight x one microbatch",
+       "total/device"}};
   const auto estimates = estimate_stages(layout, config);
   for (int64_t s = 0; s < stages; ++s) {
     const MemoryEstimate& e = estimates[static_cast<size_t>(s)];
@@ -90,18 +111,19 @@ std::string pipeline_text(const Config& config, const ModelLayout& layout) {
                                 human_bytes(e.activations_per_microbatch)),
                     human_bytes(e.total())});
   }
-  return out + text_table(rows, "llrrr", "  ");
+  return out + text_table(rows, "llrrr", "  ") + schedule_text(config, layout);
 }
 
 nlohmann::json pipeline_json(const Config& config, const ModelLayout& layout) {
   if (!has_stages(layout)) return nullptr;
-  const int64_t stages = layout.pipeline.stages(), microbatches = config.train.microbatches;
+  const PipelineShape shape = shape_of(config, layout);
+  const int64_t stages = shape.stages;
   const auto estimates = estimate_stages(layout, config);
   nlohmann::json list = nlohmann::json::array();
   for (int64_t s = 0; s < stages; ++s) {
     const MemoryEstimate& e = estimates[static_cast<size_t>(s)];
     list.push_back({{"stage", s},
-                    {"layers", {layer_begin(layout, s), layer_begin(layout, s + 1)}},
+                    {"chunks", chunk_ranges(layout.pipeline, s)},  // [begin, end) of each chunk's blocks
                     {"holds", stage_contents(layout, s)},
                     {"params", held_params(layout, s)},
                     {"param_bytes", e.params},
@@ -110,13 +132,16 @@ nlohmann::json pipeline_json(const Config& config, const ModelLayout& layout) {
                     {"microbatches_in_flight", e.microbatches_in_flight},
                     {"activation_bytes", e.activations},
                     {"total_bytes", e.total()}});
+    if (shape.chunks == 1) list.back()["layers"] = list.back()["chunks"][0];
   }
   return {{"axis", layout.pipeline.axis},
           {"stages", stages},
-          {"schedule", config.runtime.pipeline_schedule},
-          {"microbatches", microbatches},
-          {"bubble_fraction", bubble_fraction(stages, microbatches)},
-          {"stage_list", list}};
+          {"schedule", shape.schedule},
+          {"virtual_stages", shape.chunks},
+          {"microbatches", shape.microbatches},
+          {"bubble_fraction", bubble_fraction(shape)},
+          {"stage_list", list},
+          {"schedule_detail", schedule_json(config, layout)}};
 }
 
 }  // namespace spmd

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "mesh/size_hint.h"
+#include "parallel/pipeline_schedule.h"
 #include "util/did_you_mean.h"
 #include "util/error.h"
 
@@ -110,28 +111,28 @@ std::string stage_axis(const Config& config, const std::vector<std::string>& bat
   return "";
 }
 
-// Block boundaries per stage: runtime.pipeline_layers when given, else an even split.
-std::vector<int64_t> stage_boundaries(const Config& config, const std::string& axis, int64_t stages) {
+// Block boundaries per virtual stage (`parts` of them, described by `what`):
+// runtime.pipeline_layers when given, else an even split.
+std::vector<int64_t> stage_boundaries(const Config& config, int64_t parts, const std::string& what) {
   const int64_t n_layer = config.model.n_layer;
   std::vector<int64_t> counts = config.runtime.pipeline_layers;
   if (counts.empty()) {
-    if (n_layer % stages != 0) {
+    if (n_layer % parts != 0) {
       std::vector<int64_t> divisors;
       for (int64_t d = 1; d <= n_layer; ++d)
         if (n_layer % d == 0) divisors.push_back(d);
-      std::vector<int64_t> uneven(static_cast<size_t>(stages), n_layer / stages);
-      for (int64_t s = 0; s < n_layer % stages; ++s) ++uneven[static_cast<size_t>(s)];
+      std::vector<int64_t> uneven(static_cast<size_t>(parts), n_layer / parts);
+      for (int64_t s = 0; s < n_layer % parts; ++s) ++uneven[static_cast<size_t>(s)];
       throw UsageError(fmt::format(
-          "model.n_layer = {} blocks do not split evenly over the {} stages of mesh axis '{}' (rule [layers, {}]); "
-          "use a stage count that divides {} ({}), or set runtime.pipeline_layers, e.g. [{}]",
-          n_layer, stages, axis, axis, n_layer, fmt::join(divisors, ", "), fmt::join(uneven, ", ")));
+          "model.n_layer = {} blocks do not split evenly over the {} {}; use a count that divides {} ({}), or set "
+          "runtime.pipeline_layers, e.g. [{}]",
+          n_layer, parts, what, n_layer, fmt::join(divisors, ", "), fmt::join(uneven, ", ")));
     }
-    counts.assign(static_cast<size_t>(stages), n_layer / stages);
+    counts.assign(static_cast<size_t>(parts), n_layer / parts);
   }
-  SPMD_CHECK(static_cast<int64_t>(counts.size()) == stages,
-             "runtime.pipeline_layers has {} entries but mesh axis '{}' has {} pipeline stages; give one block "
-             "count per stage",
-             counts.size(), axis, stages);
+  SPMD_CHECK(static_cast<int64_t>(counts.size()) == parts,
+             "runtime.pipeline_layers has {} entries but there are {} {}; give one block count per stage", counts.size(),
+             parts, what);
   int64_t sum = 0;
   for (int64_t c : counts) sum += c;
   SPMD_CHECK(sum == n_layer, "runtime.pipeline_layers [{}] sums to {} blocks but model.n_layer = {}",
@@ -141,24 +142,61 @@ std::vector<int64_t> stage_boundaries(const Config& config, const std::string& a
   return begin;
 }
 
-PipelineLayout plan_pipeline(const Config& config, const Mesh& mesh, const std::vector<std::string>& batch_axes) {
-  const std::string axis = stage_axis(config, batch_axes);
-  if (axis.empty()) {
-    SPMD_CHECK(config.runtime.pipeline_layers.empty(),
-               "runtime.pipeline_layers is set but no sharding rule stages the blocks; add a rule [layers, <mesh "
-               "axis>] or remove runtime.pipeline_layers");
-    return {"", {0, config.model.n_layer}};
+// runtime.virtual_stages goes with the interleaved schedule, and that schedule with at least two.
+int64_t checked_chunks(const RuntimeConfig& rt) {
+  if (rt.pipeline_schedule != "interleaved") {
+    SPMD_CHECK(rt.virtual_stages == 1,
+               "runtime.virtual_stages = {} needs runtime.pipeline_schedule: interleaved ({} runs one chunk of blocks "
+               "per stage); set the schedule to interleaved or runtime.virtual_stages to 1",
+               rt.virtual_stages, rt.pipeline_schedule);
+    return 1;
   }
-  const int64_t stages = mesh.axis_size(axis), m = config.train.microbatches;
-  SPMD_CHECK(config.train.sample_every == 0,
-             "train.sample_every = {} cannot run on pipeline stages (the rule [layers, {}]): set it to 0 and sample "
-             "from a checkpoint with `spmd-train sample`, which runs on any mesh",
-             config.train.sample_every, axis);
+  SPMD_CHECK(rt.virtual_stages >= 2,
+             "runtime.pipeline_schedule: interleaved needs runtime.virtual_stages of at least 2 (block chunks per "
+             "stage), not {}; with 1 use the 1f1b schedule",
+             rt.virtual_stages);
+  return rt.virtual_stages;
+}
+
+// Every stage needs a microbatch to work on; the interleaved schedule runs them in groups of
+// `stages` (Megatron's constraint), so it needs a multiple.
+void check_pipeline_microbatches(const Config& config, const std::string& axis, int64_t stages) {
+  const int64_t m = config.train.microbatches;
+  if (config.runtime.pipeline_schedule == "interleaved") {
+    const int64_t smallest = std::max(stages, (m + stages - 1) / stages * stages);
+    SPMD_CHECK(m % stages == 0,
+               "train.microbatches = {} does not fit runtime.pipeline_schedule: interleaved over the {} pipeline stages "
+               "of mesh axis '{}': it runs microbatches in groups of {}; set train.microbatches to a multiple of {} "
+               "(the smallest valid value is {})",
+               m, stages, axis, stages, stages, smallest);
+  }
   SPMD_CHECK(m >= stages,
              "train.microbatches = {} is fewer than the {} pipeline stages of mesh axis '{}': every stage needs a "
              "microbatch to work on; set train.microbatches to at least {} (more shrinks the bubble)",
              m, stages, axis, stages);
-  return {axis, stage_boundaries(config, axis, stages)};
+}
+
+PipelineLayout plan_pipeline(const Config& config, const Mesh& mesh, const std::vector<std::string>& batch_axes) {
+  const std::string axis = stage_axis(config, batch_axes);
+  if (axis.empty()) {
+    SPMD_CHECK(config.runtime.pipeline_layers.empty() && config.runtime.virtual_stages == 1,
+               "runtime.pipeline_layers or runtime.virtual_stages is set but no sharding rule stages the blocks; add a "
+               "rule [layers, <mesh axis>] or remove them");
+    return {"", {0, config.model.n_layer}};
+  }
+  const int64_t stages = mesh.axis_size(axis), chunks = checked_chunks(config.runtime);
+  SPMD_CHECK(config.train.sample_every == 0,
+             "train.sample_every = {} cannot run on pipeline stages (the rule [layers, {}]): set it to 0 and sample "
+             "from a checkpoint with `spmd-train sample`, which runs on any mesh",
+             config.train.sample_every, axis);
+  check_pipeline_microbatches(config, axis, stages);
+  const std::string what =
+      chunks == 1 ? fmt::format("stages of mesh axis '{}' (rule [layers, {}])", axis, axis)
+                  : fmt::format("virtual stages ({} stages of mesh axis '{}' x runtime.virtual_stages = {})", stages,
+                                axis, chunks);
+  // Proves the pass order cannot deadlock before any rank runs it (it throws naming the stages).
+  pipeline_timetable({config.runtime.pipeline_schedule, stages, chunks, config.train.microbatches});
+  return {axis, stage_boundaries(config, stages * chunks, what), chunks};
 }
 
 // The stages a parameter lives on: its block's, and the first (last) for the parts used before
@@ -176,9 +214,15 @@ Placement placement_of(const ParamInfo& info, const PipelineLayout& pipeline) {
 }
 }  // namespace
 
-int64_t PipelineLayout::stage_of_layer(int64_t layer) const {
+int64_t PipelineLayout::virtual_stage_of_layer(int64_t layer) const {
   auto it = std::upper_bound(layer_begin.begin(), layer_begin.end(), layer);
   return static_cast<int64_t>(it - layer_begin.begin()) - 1;
+}
+
+int64_t PipelineLayout::blocks_of_stage(int64_t stage) const {
+  int64_t blocks = 0;
+  for (int64_t k = 0; k < chunks; ++k) blocks += chunk_end(stage, k) - chunk_begin(stage, k);
+  return blocks;
 }
 
 std::vector<std::string> ParamLayout::input_tp_axes() const {

@@ -30,14 +30,23 @@ struct ParamLayout {
   std::vector<int64_t> gathered_shape() const;  // shape after the FSDP all-gather
 };
 
-// The stack of blocks staged over a mesh axis by a `layers` rule: stage s holds blocks
-// [layer_begin[s], layer_begin[s + 1]), the first also the embeddings, the last the final norm and
-// head. Without the rule there is one stage holding everything.
+// The stack of blocks staged over a mesh axis by a `layers` rule, in virtual stages of contiguous
+// blocks: virtual stage u holds blocks [layer_begin[u], layer_begin[u + 1]) and runs on stage
+// u mod stages() as its chunk u / stages() (interleaved 1F1B; one chunk per stage otherwise). The
+// first virtual stage also holds the embeddings, the last the final norm and head. Without the
+// rule there is one stage holding everything.
 struct PipelineLayout {
   std::string axis;                  // "" without a `layers` rule
-  std::vector<int64_t> layer_begin;  // stages() + 1 boundaries
-  int64_t stages() const { return static_cast<int64_t>(layer_begin.size()) - 1; }
-  int64_t stage_of_layer(int64_t layer) const;
+  std::vector<int64_t> layer_begin;  // virtual_stages() + 1 boundaries
+  int64_t chunks = 1;                // virtual stages per stage
+  int64_t virtual_stages() const { return static_cast<int64_t>(layer_begin.size()) - 1; }
+  int64_t stages() const { return virtual_stages() / chunks; }
+  int64_t virtual_stage_of_layer(int64_t layer) const;
+  int64_t stage_of_layer(int64_t layer) const { return virtual_stage_of_layer(layer) % stages(); }
+  // The blocks of `stage`'s chunk `chunk`: [chunk_begin, chunk_end).
+  int64_t chunk_begin(int64_t stage, int64_t chunk) const { return layer_begin[static_cast<size_t>(chunk * stages() + stage)]; }
+  int64_t chunk_end(int64_t stage, int64_t chunk) const { return layer_begin[static_cast<size_t>(chunk * stages() + stage + 1)]; }
+  int64_t blocks_of_stage(int64_t stage) const;  // over all its chunks
 };
 
 struct ModelLayout {

@@ -1,25 +1,58 @@
-// GPipe and 1F1B pass orders.
+// GPipe, 1F1B and interleaved 1F1B pass orders, and the timetable they give.
 #include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "util/error.h"
 
 namespace spmd {
 
-std::vector<PipelinePass> stage_passes(const std::string& schedule, int64_t stage, int64_t stages,
-                                       int64_t microbatches) {
-  SPMD_ASSERT(stage >= 0 && stage < stages && microbatches >= 1, "stage {} of {}, {} microbatches", stage, stages,
-              microbatches);
+namespace {
+// Forwards then backwards around a steady state of one forward, one backward: `forward(k)` and
+// `backward(k)` name the k-th of each on this stage.
+template <typename Forward, typename Backward>
+std::vector<PipelinePass> one_forward_one_backward(int64_t warmup, int64_t total, Forward forward, Backward backward) {
   std::vector<PipelinePass> passes;
-  const int64_t warmup = schedule == "gpipe" ? microbatches : std::min(stages - 1 - stage, microbatches);
-  for (int64_t m = 0; m < warmup; ++m) passes.push_back({PipelinePass::kForward, m});
-  for (int64_t m = warmup; m < microbatches; ++m) {  // steady state: one forward, one backward
-    passes.push_back({PipelinePass::kForward, m});
-    passes.push_back({PipelinePass::kBackward, m - warmup});
+  for (int64_t k = 0; k < warmup; ++k) passes.push_back(forward(k));
+  for (int64_t k = warmup; k < total; ++k) {
+    passes.push_back(forward(k));
+    passes.push_back(backward(k - warmup));
   }
-  for (int64_t m = microbatches - warmup; m < microbatches; ++m) passes.push_back({PipelinePass::kBackward, m});
+  for (int64_t k = total - warmup; k < total; ++k) passes.push_back(backward(k));
   return passes;
+}
+
+// Megatron's virtual pipeline: the k-th forward of a stage takes microbatch group k / (p v), chunk
+// (k mod p v) / p within it, microbatch p * group + k mod p; backwards run the chunks in reverse.
+std::vector<PipelinePass> interleaved_passes(const PipelineShape& shape, int64_t stage) {
+  const int64_t p = shape.stages, v = shape.chunks, total = shape.microbatches * v;
+  SPMD_ASSERT(shape.microbatches % p == 0, "interleaved: {} microbatches, {} stages", shape.microbatches, p);
+  auto pass = [p, v](PipelinePass::Kind kind, int64_t k) {
+    const int64_t in_group = k % (p * v), chunk = in_group / p;
+    return PipelinePass{kind, k / (p * v) * p + k % p, kind == PipelinePass::kForward ? chunk : v - 1 - chunk};
+  };
+  const int64_t warmup = std::min(total, 2 * (p - 1 - stage) + (v - 1) * p);
+  return one_forward_one_backward(
+      warmup, total, [&](int64_t k) { return pass(PipelinePass::kForward, k); },
+      [&](int64_t k) { return pass(PipelinePass::kBackward, k); });
+}
+}  // namespace
+
+std::vector<PipelinePass> stage_passes(const PipelineShape& shape, int64_t stage) {
+  const int64_t m = shape.microbatches;
+  SPMD_ASSERT(stage >= 0 && stage < shape.stages && m >= 1 && shape.chunks >= 1, "stage {} of {}, {} microbatches",
+              stage, shape.stages, m);
+  if (shape.schedule == "interleaved") return interleaved_passes(shape, stage);
+  SPMD_ASSERT(shape.chunks == 1, "schedule {} runs one chunk per stage, not {}", shape.schedule, shape.chunks);
+  const int64_t warmup = shape.schedule == "gpipe" ? m : std::min(shape.stages - 1 - stage, m);
+  return one_forward_one_backward(
+      warmup, m, [](int64_t k) { return PipelinePass{PipelinePass::kForward, k}; },
+      [](int64_t k) { return PipelinePass{PipelinePass::kBackward, k}; });
 }
 
 int64_t max_in_flight(const std::vector<PipelinePass>& passes) {
@@ -31,8 +64,79 @@ int64_t max_in_flight(const std::vector<PipelinePass>& passes) {
   return most;
 }
 
-double bubble_fraction(int64_t stages, int64_t microbatches) {
-  return static_cast<double>(stages - 1) / static_cast<double>(microbatches + stages - 1);
+double bubble_fraction(const PipelineShape& shape) {
+  const auto idle = static_cast<double>(shape.stages - 1);
+  return idle / (static_cast<double>(shape.chunks * shape.microbatches) + idle);
+}
+
+double PipelineTimetable::idle_fraction() const {
+  int64_t idle = 0, all = 0;
+  for (const auto& row : slots) {
+    for (const auto& s : row) idle += s.busy ? 0 : 1;
+    all += static_cast<int64_t>(row.size());
+  }
+  return all == 0 ? 0.0 : static_cast<double>(idle) / static_cast<double>(all);
+}
+
+namespace {
+using PassKey = std::tuple<int, int64_t, int64_t>;  // kind, microbatch, virtual stage
+
+// The pass on a neighbouring virtual stage that `pass` on `virtual_stage` waits for, if any.
+bool needs_neighbour(const PipelineShape& shape, const PipelinePass& pass, int64_t virtual_stage, PassKey& needed) {
+  if (pass.kind == PipelinePass::kForward) {
+    needed = {PipelinePass::kForward, pass.microbatch, virtual_stage - 1};
+    return virtual_stage > 0;
+  }
+  needed = {PipelinePass::kBackward, pass.microbatch, virtual_stage + 1};
+  return virtual_stage + 1 < shape.virtual_stages();
+}
+}  // namespace
+
+PipelineTimetable pipeline_timetable(const PipelineShape& shape) {
+  std::vector<std::vector<PipelinePass>> orders;
+  for (int64_t s = 0; s < shape.stages; ++s) orders.push_back(stage_passes(shape, s));
+  return pipeline_timetable(shape, orders);
+}
+
+PipelineTimetable pipeline_timetable(const PipelineShape& shape, const std::vector<std::vector<PipelinePass>>& orders) {
+  const auto p = static_cast<size_t>(shape.stages);
+  SPMD_ASSERT(orders.size() == p, "{} orders for {} stages", orders.size(), p);
+  std::vector<size_t> next(p, 0);
+  std::vector<int64_t> free_at(p, 0);
+  std::map<PassKey, int64_t> ends;  // slot after each finished pass
+  std::vector<std::vector<std::pair<int64_t, PipelinePass>>> placed(p);
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (size_t s = 0; s < p; ++s) {
+      for (; next[s] < orders[s].size(); ++next[s]) {
+        const PipelinePass& pass = orders[s][next[s]];
+        const int64_t vs = pass.chunk * shape.stages + static_cast<int64_t>(s);
+        PassKey needed;
+        int64_t start = free_at[s];
+        if (needs_neighbour(shape, pass, vs, needed)) {
+          auto it = ends.find(needed);
+          if (it == ends.end()) break;  // blocked in a receive
+          start = std::max(start, it->second);
+        }
+        placed[s].emplace_back(start, pass);
+        free_at[s] = start + 1;
+        ends[{pass.kind, pass.microbatch, vs}] = start + 1;
+        progressed = true;
+      }
+    }
+  }
+  std::vector<size_t> stuck;
+  for (size_t s = 0; s < p; ++s)
+    if (next[s] < orders[s].size()) stuck.push_back(s);
+  if (!stuck.empty())
+    throw RuntimeError(fmt::format("{} schedule, {} stages x {} chunks, {} microbatches: stages {} wait on each other",
+                                   shape.schedule, shape.stages, shape.chunks, shape.microbatches, fmt::join(stuck, ", ")));
+  PipelineTimetable table;
+  const int64_t length = *std::max_element(free_at.begin(), free_at.end());
+  table.slots.assign(p, std::vector<PipelineTimetable::Slot>(static_cast<size_t>(length)));
+  for (size_t s = 0; s < p; ++s)
+    for (const auto& [t, pass] : placed[s]) table.slots[s][static_cast<size_t>(t)] = {true, pass};
+  return table;
 }
 
 }  // namespace spmd

@@ -1,5 +1,5 @@
-// The order in which a pipeline stage runs its microbatches' forward and backward passes.
-// Pure arithmetic: no tensors, no communication.
+// The order in which a pipeline stage runs its microbatches' forward and backward passes, and a
+// timetable of all stages' passes under that order. Pure arithmetic: no tensors, no communication.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,20 +11,53 @@ struct PipelinePass {
   enum Kind { kForward, kBackward };
   Kind kind;
   int64_t microbatch;
-  bool operator==(const PipelinePass& o) const { return kind == o.kind && microbatch == o.microbatch; }
+  int64_t chunk = 0;  // which of the stage's virtual stages (interleaved); 0 otherwise
+  bool operator==(const PipelinePass& o) const {
+    return kind == o.kind && microbatch == o.microbatch && chunk == o.chunk;
+  }
 };
 
-// The passes of `stage` (of `stages`) over `microbatches`, in order. "gpipe": every forward, then
-// every backward. "1f1b": as many forwards as stages after this one (the warm-up), then one
-// forward and one backward in turn, then the remaining backwards; it holds at most `stages`
-// microbatches' activations at once. Both orders cannot deadlock when sends do not block.
-std::vector<PipelinePass> stage_passes(const std::string& schedule, int64_t stage, int64_t stages,
-                                       int64_t microbatches);
+// A schedule over `stages` ranks, each holding `chunks` virtual stages (chunk k of stage s is
+// virtual stage k * stages + s), running `microbatches` per step.
+struct PipelineShape {
+  std::string schedule;  // gpipe | 1f1b | interleaved
+  int64_t stages = 1, chunks = 1, microbatches = 1;
+  int64_t virtual_stages() const { return stages * chunks; }
+};
 
-// The most microbatches whose forward has run and backward not yet, over the passes.
+// The passes of `stage`, in order. "gpipe": every forward, then every backward. "1f1b": as many
+// forwards as stages after this one (the warm-up), then one forward and one backward in turn,
+// then the remaining backwards; at most `stages` microbatches' activations at once.
+// "interleaved" (Megatron's virtual pipeline): forwards go through the chunks in groups of
+// `stages` microbatches (chunk 0 for the group, then chunk 1, ...), backwards through the chunks in
+// reverse; the warm-up is 2 (stages - 1 - stage) + (chunks - 1) stages forwards. Every order
+// cannot deadlock when sends do not block (pipeline_timetable checks it).
+std::vector<PipelinePass> stage_passes(const PipelineShape& shape, int64_t stage);
+
+// The most (microbatch, chunk) pairs whose forward has run and backward not yet, over the passes.
 int64_t max_in_flight(const std::vector<PipelinePass>& passes);
 
-// The idle share of an ideal pipeline step (equal stages, free communication): (p-1)/(M+p-1).
-double bubble_fraction(int64_t stages, int64_t microbatches);
+// The idle share of an ideal pipeline step (equal stages, free communication, a backward as long
+// as a forward): (p-1)/(v M + p-1); 1F1B and GPipe have v = 1.
+double bubble_fraction(const PipelineShape& shape);
+
+// Every stage's passes placed on a clock of equal slots (one pass per slot): a pass starts once
+// its stage is free and the pass it needs from a neighbour (the previous virtual stage's forward,
+// the next one's backward) has ended.
+struct PipelineTimetable {
+  // slots[stage][t]: the pass `stage` runs in slot t, or none (idle).
+  struct Slot {
+    bool busy = false;
+    PipelinePass pass{PipelinePass::kForward, 0, 0};
+  };
+  std::vector<std::vector<Slot>> slots;
+  int64_t length() const { return slots.empty() ? 0 : static_cast<int64_t>(slots[0].size()); }
+  double idle_fraction() const;  // idle slots over all slots, every stage
+};
+
+// The timetable of the given per-stage orders (stage_passes' by default). Throws a RuntimeError
+// naming the stuck stages if the orders wait on each other (a deadlock).
+PipelineTimetable pipeline_timetable(const PipelineShape& shape, const std::vector<std::vector<PipelinePass>>& orders);
+PipelineTimetable pipeline_timetable(const PipelineShape& shape);
 
 }  // namespace spmd

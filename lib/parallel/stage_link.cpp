@@ -7,12 +7,11 @@
 
 namespace spmd {
 
-namespace {
-// Tags: activations and gradients of microbatch m travel in opposite directions between a pair of
-// stages; distinct tags keep them apart anyway.
-int activation_tag(int64_t microbatch) { return static_cast<int>(2 * microbatch); }
-int gradient_tag(int64_t microbatch) { return static_cast<int>(2 * microbatch + 1); }
-}  // namespace
+// Activations and gradients travel in opposite directions between a pair of stages (with chunks,
+// between the same two ranks in both directions): distinct tags keep them apart.
+int StageLink::activation_tag(int64_t microbatch, int64_t boundary) const {
+  return static_cast<int>(2 * (microbatch * stages_ * chunks() + boundary));
+}
 
 StageLink::StageLink(const ModelLayout& layout, Communicator& comm) : layout_(layout), device_(comm.device()) {
   const auto& pipe = layout.pipeline;
@@ -22,8 +21,6 @@ StageLink::StageLink(const ModelLayout& layout, Communicator& comm) : layout_(la
   p2p_ = &comm.host_along(axes);
   stage_ = layout.stage_of(comm.rank());
   stages_ = pipe.stages();
-  layer_begin_ = pipe.layer_begin[static_cast<size_t>(stage_)];
-  layer_end_ = pipe.layer_begin[static_cast<size_t>(stage_ + 1)];
 }
 
 std::vector<int64_t> StageLink::activation_shape(int64_t rows, int64_t seq) const {
@@ -32,25 +29,29 @@ std::vector<int64_t> StageLink::activation_shape(int64_t rows, int64_t seq) cons
   return {rows, seq / mesh.axes_size(spec.axes_of(1)), layout_.model.n_embd / mesh.axes_size(spec.axes_of(2))};
 }
 
-void StageLink::send_activation(int64_t microbatch, const at::Tensor& x) {
-  SPMD_ASSERT(!is_last(), "the last stage sends no activations");
-  activation_sends_[microbatch] = p2p_->send_async(to_p2p(x), static_cast<int>(stage_ + 1), activation_tag(microbatch));
+void StageLink::send_activation(int64_t microbatch, int64_t chunk, const at::Tensor& x) {
+  SPMD_ASSERT(!ends(chunk), "the last virtual stage sends no activations");
+  activation_sends_[{microbatch, chunk}] =
+      p2p_->send_async(to_p2p(x), next_stage(), activation_tag(microbatch, virtual_stage(chunk)));
 }
 
-at::Tensor StageLink::receive_activation(int64_t microbatch, at::IntArrayRef shape, const at::TensorOptions& options) {
-  SPMD_ASSERT(!is_first(), "the first stage receives no activations");
-  return receive(static_cast<int>(stage_ - 1), activation_tag(microbatch), shape, options);
+at::Tensor StageLink::receive_activation(int64_t microbatch, int64_t chunk, at::IntArrayRef shape,
+                                         const at::TensorOptions& options) {
+  SPMD_ASSERT(!embeds(chunk), "the first virtual stage receives no activations");
+  return receive(previous_stage(), activation_tag(microbatch, virtual_stage(chunk) - 1), shape, options);
 }
 
-void StageLink::send_gradient(int64_t microbatch, const at::Tensor& grad) {
-  SPMD_ASSERT(!is_first(), "the first stage sends no gradients");
-  gradient_sends_.push_back(p2p_->send_async(to_p2p(grad), static_cast<int>(stage_ - 1), gradient_tag(microbatch)));
+void StageLink::send_gradient(int64_t microbatch, int64_t chunk, const at::Tensor& grad) {
+  SPMD_ASSERT(!embeds(chunk), "the first virtual stage sends no gradients");
+  gradient_sends_.push_back(
+      p2p_->send_async(to_p2p(grad), previous_stage(), gradient_tag(microbatch, virtual_stage(chunk) - 1)));
 }
 
-at::Tensor StageLink::receive_gradient(int64_t microbatch, at::IntArrayRef shape, const at::TensorOptions& options) {
-  SPMD_ASSERT(!is_last(), "the last stage receives no gradients");
-  at::Tensor grad = receive(static_cast<int>(stage_ + 1), gradient_tag(microbatch), shape, options);
-  if (auto sent = activation_sends_.find(microbatch); sent != activation_sends_.end()) {
+at::Tensor StageLink::receive_gradient(int64_t microbatch, int64_t chunk, at::IntArrayRef shape,
+                                       const at::TensorOptions& options) {
+  SPMD_ASSERT(!ends(chunk), "the last virtual stage receives no gradients");
+  at::Tensor grad = receive(next_stage(), gradient_tag(microbatch, virtual_stage(chunk)), shape, options);
+  if (auto sent = activation_sends_.find({microbatch, chunk}); sent != activation_sends_.end()) {
     sent->second.wait();
     activation_sends_.erase(sent);
   }

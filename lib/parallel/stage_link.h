@@ -1,7 +1,8 @@
-// A pipeline stage's view of its neighbours: which blocks it runs, and the point-to-point
-// transfers of activations (forward, to the next stage) and their gradients (backward, to the
-// previous one) along the stage axis's line of ranks. Without stages it is the only stage and
-// moves nothing.
+// A pipeline stage's view of its neighbours: which blocks each of its chunks runs, and the
+// point-to-point transfers of activations (forward, to the next virtual stage) and their gradients
+// (backward, to the previous one) along the stage axis's line of ranks. Virtual stage u runs on
+// stage u mod p, so with chunks the line is a ring: the last stage's chunk k feeds the first
+// stage's chunk k + 1. Without stages it is the only stage and moves nothing.
 //
 // The transfers go over Gloo, through host memory (a copy each way on a GPU). Under NCCL they use
 // the line's Gloo twin: a NCCL send and receive between two ranks queue on one stream and must
@@ -25,22 +26,28 @@ class StageLink {
 
   int64_t stage() const { return stage_; }
   int64_t stages() const { return stages_; }
+  int64_t chunks() const { return layout_.pipeline.chunks; }
   bool is_first() const { return stage_ == 0; }
   bool is_last() const { return stage_ + 1 == stages_; }
-  int64_t layer_begin() const { return layer_begin_; }  // this stage's blocks: [begin, end)
-  int64_t layer_end() const { return layer_end_; }
+  // Whether `chunk` of this stage is the first virtual stage (it embeds) or the last (its head
+  // gives the loss).
+  bool embeds(int64_t chunk) const { return virtual_stage(chunk) == 0; }
+  bool ends(int64_t chunk) const { return virtual_stage(chunk) + 1 == stages_ * chunks(); }
+  int64_t layer_begin(int64_t chunk) const { return layout_.pipeline.chunk_begin(stage_, chunk); }  // [begin, end)
+  int64_t layer_end(int64_t chunk) const { return layout_.pipeline.chunk_end(stage_, chunk); }
 
   // The local shape of the residual stream between blocks for `rows` local batch rows of
   // `seq` positions: what crosses between stages.
   std::vector<int64_t> activation_shape(int64_t rows, int64_t seq) const;
 
   // Sends start and return at once (finish_sends waits for them); receives block, each bounded
-  // by the runtime timeout. Messages match by microbatch. Receiving microbatch m's gradient
-  // releases its activation's send buffer (the next stage had it before it could answer).
-  void send_activation(int64_t microbatch, const at::Tensor& x);
-  at::Tensor receive_activation(int64_t microbatch, at::IntArrayRef shape, const at::TensorOptions& options);
-  void send_gradient(int64_t microbatch, const at::Tensor& grad);
-  at::Tensor receive_gradient(int64_t microbatch, at::IntArrayRef shape, const at::TensorOptions& options);
+  // by the runtime timeout. Messages match by microbatch and chunk. Receiving a gradient releases
+  // the send buffer of the activation it answers (the next stage had it before it could answer).
+  void send_activation(int64_t microbatch, int64_t chunk, const at::Tensor& x);
+  at::Tensor receive_activation(int64_t microbatch, int64_t chunk, at::IntArrayRef shape,
+                                const at::TensorOptions& options);
+  void send_gradient(int64_t microbatch, int64_t chunk, const at::Tensor& grad);
+  at::Tensor receive_gradient(int64_t microbatch, int64_t chunk, at::IntArrayRef shape, const at::TensorOptions& options);
   void finish_sends();
 
   // A 0-dim value known on the last stage (zero elsewhere), summed over the stage line so that
@@ -51,6 +58,12 @@ class StageLink {
   double receive_wait_ms() const { return receive_wait_ms_; }
 
  private:
+  int64_t virtual_stage(int64_t chunk) const { return chunk * stages_ + stage_; }
+  // Tags name the boundary between virtual stages u and u + 1 that a message crosses.
+  int activation_tag(int64_t microbatch, int64_t boundary) const;
+  int gradient_tag(int64_t microbatch, int64_t boundary) const { return activation_tag(microbatch, boundary) + 1; }
+  int next_stage() const { return static_cast<int>((stage_ + 1) % stages_); }
+  int previous_stage() const { return static_cast<int>((stage_ + stages_ - 1) % stages_); }
   at::Tensor receive(int peer, int tag, at::IntArrayRef shape, const at::TensorOptions& options);
   c10::Device p2p_device() const;  // where transferred tensors live (host memory for Gloo)
   at::Tensor to_p2p(const at::Tensor& t) const;
@@ -59,8 +72,8 @@ class StageLink {
   const Group* line_;  // the ranks along the stage axis with this rank's other coordinates
   const Group* p2p_;   // the same ranks over Gloo (line_ itself when the backend is Gloo)
   c10::Device device_;
-  int64_t stage_ = 0, stages_ = 1, layer_begin_ = 0, layer_end_ = 0;
-  std::map<int64_t, PendingCollective> activation_sends_;  // by microbatch
+  int64_t stage_ = 0, stages_ = 1;
+  std::map<std::pair<int64_t, int64_t>, PendingCollective> activation_sends_;  // by (microbatch, chunk)
   std::vector<PendingCollective> gradient_sends_;
   double receive_wait_ms_ = 0;
 };

@@ -20,25 +20,25 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
 
-// This stage's share of a forward up to the end of its blocks: the embeddings of `ids` on the
-// first stage, else the activation received from the previous stage (for microbatch `m`; in
-// `received`, a leaf that collects its gradient when training), then the stage's blocks.
-at::Tensor stage_forward(TrainState& s, ModelOps& ops, const at::Tensor& ids, int64_t m, bool training,
+// One chunk's share of a forward: the embeddings of `ids` on the first virtual stage, else the
+// activation received from the previous one (for microbatch `m`; in `received`, a leaf that
+// collects its gradient when training), then the chunk's blocks.
+at::Tensor chunk_forward(TrainState& s, ModelOps& ops, const at::Tensor& ids, int64_t m, int64_t chunk, bool training,
                          at::Tensor& received) {
   StageLink& link = *s.stage_link;
   at::Tensor x;
-  if (link.is_first()) {
+  if (link.embeds(chunk)) {
     x = s.gpt->embed(ids, ops, training);
   } else {
-    received = link.receive_activation(m, link.activation_shape(ids.size(0), ids.size(1)),
+    received = link.receive_activation(m, chunk, link.activation_shape(ids.size(0), ids.size(1)),
                                        at::TensorOptions().dtype(at::kFloat).device(ids.device()));
     if (training) received.requires_grad_(true);
     x = received;
   }
-  return s.gpt->blocks(x, link.layer_begin(), link.layer_end(), ops, training);
+  return s.gpt->blocks(x, link.layer_begin(chunk), link.layer_end(chunk), ops, training);
 }
 
-// A microbatch between its forward and its backward on this stage.
+// A microbatch between its forward and its backward on one chunk of this stage.
 struct InFlight {
   std::unique_ptr<ParallelOps> ops;  // its graph's FSDP and dropout context
   at::Tensor input;                  // the received activation (a leaf), except on the first stage
@@ -51,51 +51,55 @@ class StepPasses {
   StepPasses(TrainState& s, const at::Tensor& inputs, const at::Tensor& targets, StepResult& result)
       : s_(s), link_(*s.stage_link), inputs_(inputs), targets_(targets), result_(result),
         microbatches_(s.config.train.microbatches), rows_(inputs.size(0) / microbatches_),
-        live_(static_cast<size_t>(microbatches_)) {}
+        live_(static_cast<size_t>(microbatches_ * link_.chunks())) {}
 
   at::Tensor run() {
     loss_sum_ = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(inputs_.device()));
     s_.grad_sync->begin(microbatches_);
-    for (const auto& pass : stage_passes(s_.config.runtime.pipeline_schedule, link_.stage(), link_.stages(),
-                                         microbatches_)) {
-      if (pass.kind == PipelinePass::kForward) forward(pass.microbatch);
-      else backward(pass.microbatch);
+    const PipelineShape shape{s_.config.runtime.pipeline_schedule, link_.stages(), link_.chunks(), microbatches_};
+    for (const auto& pass : stage_passes(shape, link_.stage())) {
+      if (pass.kind == PipelinePass::kForward) forward(pass.microbatch, pass.chunk);
+      else backward(pass.microbatch, pass.chunk);
     }
     link_.finish_sends();
     return link_.from_last_stage(loss_sum_);
   }
 
  private:
-  void forward(int64_t m) {
+  InFlight& in_flight(int64_t m, int64_t chunk) { return live_[static_cast<size_t>(m * link_.chunks() + chunk)]; }
+
+  void forward(int64_t m, int64_t chunk) {
     const auto start = Clock::now();
     const int64_t live_before = caching_cpu_allocator_stats().live_bytes;
-    InFlight& f = live_[static_cast<size_t>(m)];
+    InFlight& f = in_flight(m, chunk);
     f.ops = std::make_unique<ParallelOps>(*s_.model, static_cast<uint64_t>(s_.config.train.seed), s_.step,
                                           Microbatch{m, microbatches_}, parse_remat(s_.config.runtime.remat));
-    const at::Tensor x = stage_forward(s_, *f.ops, inputs_.narrow(0, m * rows_, rows_), m, true, f.input);
-    if (link_.is_last()) {
+    const at::Tensor x = chunk_forward(s_, *f.ops, inputs_.narrow(0, m * rows_, rows_), m, chunk, true, f.input);
+    if (link_.ends(chunk)) {
       f.output = s_.gpt->head_loss(x, targets_.narrow(0, m * rows_, rows_), *f.ops);
       if (test_hooks().nan_loss_at_step == s_.step) f.output = f.output * NAN;
       loss_sum_ += f.output.detach().to(at::kDouble);
     } else {
       f.output = x;
-      link_.send_activation(m, x.detach().to(at::kFloat));
+      link_.send_activation(m, chunk, x.detach().to(at::kFloat));
     }
     note_graph(f, live_before);
     result_.timings.forward_ms += ms_since(start);
   }
 
-  void backward(int64_t m) {
+  void backward(int64_t m, int64_t chunk) {
     const auto start = Clock::now();
-    InFlight& f = live_[static_cast<size_t>(m)];
-    if (++backwards_done_ == microbatches_) s_.grad_sync->arm();  // the last backward communicates
-    if (link_.is_last()) {
+    InFlight& f = in_flight(m, chunk);
+    // The last backward communicates; the chunks whose last backward came earlier just
+    // accumulated, and GradientSync::finish reduces them.
+    if (++backwards_done_ == static_cast<int64_t>(live_.size())) s_.grad_sync->arm();
+    if (link_.ends(chunk)) {
       f.output.backward();
     } else {
-      at::Tensor grad = link_.receive_gradient(m, f.output.sizes(), f.output.options());
+      at::Tensor grad = link_.receive_gradient(m, chunk, f.output.sizes(), f.output.options());
       f.output.backward(grad);
     }
-    if (!link_.is_first()) link_.send_gradient(m, f.input.grad());
+    if (!link_.embeds(chunk)) link_.send_gradient(m, chunk, f.input.grad());
     in_flight_bytes_ -= f.graph_bytes;
     f = InFlight{};  // its graph goes
     result_.timings.backward_ms += ms_since(start);
@@ -132,11 +136,13 @@ at::Tensor evaluate_passes(TrainState& s, const at::Tensor& inputs, const at::Te
   at::NoGradGuard no_grad;
   StageLink& link = *s.stage_link;
   ParallelOps ops(*s.model, static_cast<uint64_t>(s.config.train.seed), -1);
-  at::Tensor received;
-  const at::Tensor x = stage_forward(s, ops, inputs, 0, false, received);
   at::Tensor loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(inputs.device()));
-  if (link.is_last()) loss = s.gpt->head_loss(x, targets, ops).to(at::kDouble);
-  else link.send_activation(0, x.to(at::kFloat));
+  for (int64_t chunk = 0; chunk < link.chunks(); ++chunk) {  // sends do not block: no chunk waits on a later one
+    at::Tensor received;
+    const at::Tensor x = chunk_forward(s, ops, inputs, 0, chunk, false, received);
+    if (link.ends(chunk)) loss = s.gpt->head_loss(x, targets, ops).to(at::kDouble);
+    else link.send_activation(0, chunk, x.to(at::kFloat));
+  }
   link.finish_sends();
   return link.from_last_stage(loss);
 }

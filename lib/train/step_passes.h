@@ -1,7 +1,7 @@
 // The forward and backward passes of one step on this rank's pipeline stage, in the order of
-// runtime.pipeline_schedule, and the forward-only pass of evaluation. Without stages a rank is
-// the only stage: its microbatches run forward, backward, forward, backward... as plain
-// gradient accumulation.
+// runtime.pipeline_schedule (over each of its chunks when interleaved), and the forward-only pass
+// of evaluation. Without stages a rank is the only stage: its microbatches run forward, backward,
+// forward, backward... as plain gradient accumulation.
 #pragma once
 #include <ATen/ATen.h>
 

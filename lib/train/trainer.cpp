@@ -76,12 +76,13 @@ void report_memory(TrainState& state, int64_t graph_bytes, nlohmann::json& summa
 void print_pipeline(const Config& config, const PipelineLayout& pipe) {
   if (pipe.stages() < 2) return;
   std::vector<int64_t> blocks;
-  for (int64_t s = 0; s < pipe.stages(); ++s)
-    blocks.push_back(pipe.layer_begin[static_cast<size_t>(s + 1)] - pipe.layer_begin[static_cast<size_t>(s)]);
-  fmt::print("pipeline: {} stages over mesh axis '{}', blocks per stage [{}] | {} schedule, {} microbatches | ideal "
+  for (int64_t s = 0; s < pipe.stages(); ++s) blocks.push_back(pipe.blocks_of_stage(s));
+  const PipelineShape shape{config.runtime.pipeline_schedule, pipe.stages(), pipe.chunks, config.train.microbatches};
+  fmt::print("pipeline: {} stages over mesh axis '{}'{}, blocks per stage [{}] | {} schedule, {} microbatches | ideal "
              "bubble {:.1f}%\n",
-             pipe.stages(), pipe.axis, fmt::join(blocks, ", "), config.runtime.pipeline_schedule,
-             config.train.microbatches, 100 * bubble_fraction(pipe.stages(), config.train.microbatches));
+             pipe.stages(), pipe.axis, pipe.chunks > 1 ? fmt::format(" x {} chunks", pipe.chunks) : "",
+             fmt::join(blocks, ", "), config.runtime.pipeline_schedule, config.train.microbatches,
+             100 * bubble_fraction(shape));
 }
 
 // Facts about the run for programs (tests, scripts): output.dir/summary.json, written by rank 0

@@ -223,6 +223,54 @@ TEST_CASE("inspect: a pipeline's stages, what they hold, their memory and the bu
   CHECK(text.output.find("h.3 + ln_f, head (wte tied)") != std::string::npos);
 }
 
+TEST_CASE("inspect: an interleaved pipeline's chunks, timetable, bubble and every schedule's activations in flight") {
+  // configs/interleaved-4.yaml: 8 blocks on 4 stages x 2 chunks, 8 microbatches.
+  const auto json = inspect_json("interleaved-4.yaml");
+  const auto& pipeline = json["pipeline"];
+  CHECK(pipeline["schedule"] == "interleaved");
+  CHECK(pipeline["virtual_stages"] == 2);
+  CHECK(pipeline["bubble_fraction"].get<double>() == doctest::Approx(3.0 / 19));  // (p-1)/(vM+p-1)
+  const auto& stages = pipeline["stage_list"];
+  REQUIRE(stages.size() == 4);
+  for (int s = 0; s < 4; ++s) {  // chunk k of stage s is virtual stage 4k + s: blocks s and s + 4
+    CAPTURE(s);
+    CHECK(stages[s]["chunks"] == nlohmann::json{{s, s + 1}, {s + 4, s + 5}});
+    CHECK(holds(stages[s], "h." + std::to_string(s + 4) + ".mlp.c_fc.weight"));
+    CHECK_FALSE(holds(stages[s], "h." + std::to_string((s + 1) % 4) + ".mlp.c_fc.weight"));
+    // Megatron's warm-up 2 (p-1-s) + (v-1) p forwards, plus the first steady one.
+    CHECK(stages[s]["microbatches_in_flight"] == 2 * (3 - s) + 4 + 1);
+  }
+  CHECK(stages[1]["holds"] == "h.1, h.5");
+  CHECK(stages[3]["holds"] == "h.3, h.7 + ln_f, head (wte tied)");
+  // The timetable: 4 rows of 2 (vM + p - 1) = 38 slots; stage 0 starts chunk 0 of microbatches
+  // 0-3, then chunk 1 of microbatch 0 as soon as stage 3 has passed it on.
+  const auto& detail = pipeline["schedule_detail"];
+  REQUIRE(detail["timetable"].size() == 4);
+  CHECK(detail["timetable"][0].size() == 38);
+  CHECK(detail["timetable"][0][0] == "F0.0");
+  CHECK(detail["timetable"][0][4] == "F0.1");
+  CHECK(detail["timetable"][3][0] == ".");  // stage 3 waits for its first activation
+  CHECK(detail["timetable_idle_fraction"].get<double>() == doctest::Approx(3.0 / 19));
+  // Every schedule side by side.
+  REQUIRE(detail["schedules"].size() == 3);
+  const auto& gpipe = detail["schedules"][0];
+  const auto& one_f_one_b = detail["schedules"][1];
+  const auto& interleaved = detail["schedules"][2];
+  CHECK(gpipe["in_flight_per_stage"] == nlohmann::json{8, 8, 8, 8});
+  CHECK(one_f_one_b["in_flight_per_stage"] == nlohmann::json{4, 3, 2, 1});
+  CHECK(interleaved["in_flight_per_stage"] == nlohmann::json{11, 9, 7, 5});
+  CHECK(one_f_one_b["bubble_fraction"].get<double>() == doctest::Approx(3.0 / 11));
+  CHECK(one_f_one_b["timetable_idle_fraction"].get<double>() == doctest::Approx(3.0 / 11));
+  CHECK(interleaved["timetable_idle_fraction"].get<double>() == doctest::Approx(3.0 / 19));
+
+  auto text = inspect({"--config", source_path("configs/interleaved-4.yaml")});
+  REQUIRE_MESSAGE(text.exit_code == 0, text.output);
+  CHECK(text.output.find("(4 stages x 2 chunks), interleaved schedule") != std::string::npos);
+  CHECK(text.output.find("3/19 = 15.8%") != std::string::npos);
+  CHECK(line_of(text.output, "  stage 0  F0.0").find("F0.1") != std::string::npos);
+  CHECK(line_of(text.output, "interleaved (v = 2)").find("11, 9, 7, 5") != std::string::npos);
+}
+
 TEST_CASE("inspect: without a layers rule there is no pipeline") {
   auto hybrid = inspect_json("hybrid-4x2.yaml");
   CHECK_FALSE(hybrid.contains("pipeline"));

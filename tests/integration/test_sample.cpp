@@ -85,6 +85,39 @@ TEST_CASE("sample: the same seed prints byte-identical text on [1], [2,2] and FS
   CHECK(text_of(run, other_seed, "seed8.txt") != one);
 }
 
+TEST_CASE("sample: a checkpoint trained on an interleaved pipeline prints the one-process run's text") {
+  // The checkpoint's config names runtime.pipeline_schedule: interleaved and virtual_stages: 2;
+  // sampling runs unstaged, on any mesh.
+  const auto& run = sampled_run();
+  auto train_four_blocks = [&](const std::string& name, const std::vector<std::string>& mesh) {
+    auto r = run_process(with({binary_path("spmd-train"), "--config", run.config, "--set", "model.n_layer=4", "--set",
+                               "checkpoint.dir=" + run.dir.file(name + "-ckpt"), "--set",
+                               "output.dir=" + run.dir.file(name + "-out")},
+                              mesh),
+                         {}, 300);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    return run.dir.file(name + "-ckpt/step_00000040");
+  };
+  const std::string single = train_four_blocks("single", {});
+  const std::string staged = train_four_blocks(
+      "interleaved", {"--set", "mesh.shape=[2]", "--set", "mesh.axes=[stage]", "--set",
+                      "sharding_rules=[[batch, null], [layers, stage], [vocab, null], [heads, null], [mlp, null], "
+                      "[embed, null], [seq, null], [kv, null]]",
+                      "--set", "runtime.pipeline_schedule=interleaved", "--set", "runtime.virtual_stages=2", "--set",
+                      "train.microbatches=2"});
+  auto sample = [&](const std::string& checkpoint, const std::string& name) {
+    const std::string out = run.dir.file(name);
+    auto r = run_process({binary_path("spmd-train"), "sample", "--checkpoint", checkpoint, "--prompt", "the ",
+                          "--tokens", "40", "--seed", "7", "--text-out", out},
+                         {}, 120);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    return read_file(out);
+  };
+  const std::string one = sample(single, "single.txt");
+  CHECK(one.size() == std::string("the ").size() + 40 + 1);
+  CHECK(sample(staged, "interleaved.txt") == one);
+}
+
 TEST_CASE("sample: stdout carries the text alone, on one process and under the launcher") {
   const auto& run = sampled_run();
   const std::vector<std::string> args{"--prompt", "a dog", "--tokens", "20", "--seed", "3"};

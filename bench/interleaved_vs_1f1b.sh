@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Interleaved 1F1B against 1F1B on 4 pipeline ranks (configs/interleaved-4.yaml: 8 blocks, 8
+# microbatches; interleaved with 2 chunks per stage). Runs the two variants in turn, `rounds`
+# times (a shared machine's noise hits both alike), with bench_train, and prints per run the median
+# step time and the measured bubble (each stage's time blocked receiving, over the step; mean over
+# stages) next to the formula (p-1)/(vM+p-1); then the medians per variant.
+# Reads Debian's fortunes as bytes (vocab 256), prepared into a temporary folder: a char vocabulary
+# can run to thousands of symbols where several languages' fortunes are installed, and its head
+# would outweigh a stage of blocks (the formula assumes equal stages).
+# Usage: bash bench/interleaved_vs_1f1b.sh [build dir] [rounds] [steps]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-torch2}
+rounds=${2:-3}
+steps=${3:-10}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$build/app/spmd-prepare" --input /usr/share/games/fortunes --out "$work/data" --vocab byte --val-fraction 0.1 \
+  --exclude '*.dat' '*.u8' 'off' '.*' --quiet
+lscpu | grep -E '^Model name' || true
+for ((r = 1; r <= rounds; r++)); do
+  for variant in 1f1b interleaved; do
+    chunks=$([ "$variant" = interleaved ] && echo 2 || echo 1)
+    "$build/bench/bench_train" --config configs/interleaved-4.yaml --nproc 4 --warmup 2 --steps "$steps" \
+      --set runtime.pipeline_schedule="$variant" --set runtime.virtual_stages="$chunks" \
+      --set runtime.threads_per_rank=1 --set model.vocab_size=256 --set data.train="$work/data/train.bin" \
+      --set data.val="$work/data/val.bin" --json "$work/$variant-$r.json" >/dev/null
+  done
+done
+python3 - "$work" "$rounds" <<'PY'
+import json, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+for variant in ("1f1b", "interleaved"):
+    runs = [json.load(open(f"{work}/{variant}-{r}.json")) for r in range(1, rounds + 1)]
+    for j in runs:
+        p = j["pipeline"]
+        print(f"{variant:12s} step {j['median_step_ms']:7.1f} ms  bubble measured {100 * p['bubble_measured_mean']:5.1f}% "
+              f"(per stage {', '.join(f'{100 * b:.1f}' for b in p['bubble_measured_per_stage'])})  "
+              f"formula {100 * p['bubble_theory']:5.1f}%  cpu share {100 * j['cpu_share']:.0f}%  load {j['loadavg_1m']:.1f}")
+    print(f"{variant:12s} median over runs: step {statistics.median(j['median_step_ms'] for j in runs):.1f} ms, "
+          f"bubble {100 * statistics.median(j['pipeline']['bubble_measured_mean'] for j in runs):.1f}%")
+PY
