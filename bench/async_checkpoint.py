@@ -117,23 +117,32 @@ def main():
                 results[v]["write_s"] += summary.get("checkpoint_write_s", [])
                 print(f"rep {rep} {v:>5}: loop {summary['loop_s']:.1f} s, blocked ms "
                       f"{[round(x, 1) for x in summary.get('checkpoint_blocked_ms', [])]}", flush=True)
-        base = statistics.median(results["none"]["loop_s"])
-        print(f"\n{args.config}, batch {args.batch}, {args.steps} steps, checkpoint every {args.every}, {args.reps} reps")
-        print("variant | median blocked ms per checkpoint step | median write s | median loop s | throughput vs none")
-        for v, r in results.items():
-            blocked = f"{statistics.median(r['blocked_ms']):.1f}" if r["blocked_ms"] else "-"
-            write = f"{statistics.median(r['write_s']):.2f}" if r["write_s"] else "-"
-            loop = statistics.median(r["loop_s"])
-            print(f"{v} | {blocked} | {write} | {loop:.1f} | {base / loop * 100:.1f}%")
+        if args.reps:
+            report(args, results)
         if args.rss_saves:
-            summary, samples = train(args, work, "rss", ["--set", f"train.steps={args.rss_saves}"] + extra_sets +
-                                     checkpointing(work, "rss", 1, True))
-            print(f"\nRSS over {len(summary['checkpoint_write_s'])} async saves (one per step), "
-                  f"staging {summary['checkpoint_staging_bytes'] / 2**20:.1f} MiB on rank 0:")
-            for i, (pid, mib) in enumerate(sorted(samples.items())):
-                third = max(1, len(mib) // 3)
-                print(f"rank process {i}: {len(mib)} samples; max RSS first third {max(mib[:third]):.1f} MiB, "
-                      f"middle {max(mib[third:2 * third] or [0]):.1f} MiB, last third {max(mib[-third:]):.1f} MiB")
+            rss(args, work, extra_sets)
+
+
+def report(args, results):
+    base = statistics.median(results["none"]["loop_s"])
+    print(f"\n{args.config}, batch {args.batch}, {args.steps} steps, checkpoint every {args.every}, {args.reps} reps")
+    print("variant | median blocked ms per checkpoint step | median write s | median loop s | throughput vs none")
+    for v, r in results.items():
+        blocked = f"{statistics.median(r['blocked_ms']):.1f}" if r["blocked_ms"] else "-"
+        write = f"{statistics.median(r['write_s']):.2f}" if r["write_s"] else "-"
+        loop = statistics.median(r["loop_s"])
+        print(f"{v} | {blocked} | {write} | {loop:.1f} | {base / loop * 100:.1f}%")
+
+
+def rss(args, work, extra_sets):
+    summary, samples = train(args, work, "rss", ["--set", f"train.steps={args.rss_saves}"] + extra_sets +
+                             checkpointing(work, "rss", 1, True))
+    print(f"\nRSS over {len(summary['checkpoint_write_s'])} async saves (one per step), "
+          f"staging {summary['checkpoint_staging_bytes'] / 2**20:.1f} MiB on rank 0:")
+    for i, (pid, mib) in enumerate(sorted(samples.items())):
+        third = max(1, len(mib) // 3)
+        print(f"rank process {i}: {len(mib)} samples; max RSS first third {max(mib[:third]):.1f} MiB, "
+              f"middle {max(mib[third:2 * third] or [0]):.1f} MiB, last third {max(mib[-third:]):.1f} MiB")
 
 
 if __name__ == "__main__":

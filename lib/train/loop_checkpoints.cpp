@@ -33,6 +33,7 @@ bool LoopCheckpoints::failed_since_last_check() {
 }
 
 void LoopCheckpoints::report(const SaveReport& r) {
+  if (r.step < 0) return;  // there was no save
   if (!r.error.empty()) {
     failure_ = r.error;
     return;

@@ -44,7 +44,7 @@ std::string step_dir(const std::string& ck, int step) {
 }
 
 // Two checkpoints hold the same bytes: every shard file equal, the indexes equal but for the
-// config text, whose only difference is the checkpoint.async line.
+// config text (which names each run's own directories and its checkpoint.async).
 void check_same_checkpoint(const std::string& async_dir, const std::string& sync_dir) {
   REQUIRE(fs::exists(async_dir + "/index.json"));
   REQUIRE(fs::exists(sync_dir + "/index.json"));
@@ -60,10 +60,9 @@ void check_same_checkpoint(const std::string& async_dir, const std::string& sync
   CHECK(shard_files >= 1);
   auto async_index = nlohmann::json::parse(read_file(async_dir + "/index.json"));
   auto sync_index = nlohmann::json::parse(read_file(sync_dir + "/index.json"));
-  std::string async_config = async_index["config"], sync_config = sync_index["config"];
-  const size_t at = sync_config.find("async: false");
-  REQUIRE(at != std::string::npos);
-  CHECK(async_config == sync_config.replace(at, 12, "async: true"));
+  const std::string async_config = async_index["config"], sync_config = sync_index["config"];
+  CHECK(async_config.find("async: true") != std::string::npos);
+  CHECK(sync_config.find("async: false") != std::string::npos);
   async_index.erase("config");
   sync_index.erase("config");
   CHECK(async_index == sync_index);
@@ -121,8 +120,10 @@ TEST_CASE("async checkpoint: the same bytes as a synchronous save on DP, TP, FSD
   for (const auto& mesh : kTwoRankMeshes) {
     CAPTURE(mesh.name);
     const std::string a = run.dir.file(mesh.name + "-async"), s = run.dir.file(mesh.name + "-sync");
-    train(run, a + "-out", with(mesh_args(mesh), saving(a, 10, 5, true)));
-    train(run, s + "-out", with(mesh_args(mesh), saving(s, 10, 5, false)));
+    auto args = mesh_args(mesh);
+    if (mesh.name == "stage-2") args = with(args, {"--set", "train.microbatches=2"});  // one per stage
+    train(run, a + "-out", with(args, saving(a, 10, 5, true)));
+    train(run, s + "-out", with(args, saving(s, 10, 5, false)));
     CHECK(read_summary(a + "-out")["checkpoint_async"] == true);
     CHECK(read_summary(s + "-out")["checkpoint_async"] == false);
     CHECK(read_summary(a + "-out")["checkpoint_write_s"].size() == 2);
