@@ -136,7 +136,7 @@ def report(args, results):
 
 def rss(args, work, extra_sets):
     summary, samples = train(args, work, "rss", ["--set", f"train.steps={args.rss_saves}"] + extra_sets +
-                             checkpointing(work, "rss", 1, True))
+                             checkpointing(work, "rss", 1, True), sample_rss=True)
     print(f"\nRSS over {len(summary['checkpoint_write_s'])} async saves (one per step), "
           f"staging {summary['checkpoint_staging_bytes'] / 2**20:.1f} MiB on rank 0:")
     for i, (pid, mib) in enumerate(sorted(samples.items())):
