@@ -1,7 +1,5 @@
-// Saving and restoring the sharded training state.
+// Restoring the sharded training state (saving: checkpoint_save.cpp, checkpoint_saver.cpp).
 #include "ckpt/checkpoint.h"
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -14,156 +12,22 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/checkpoint_format.h"
 #include "ckpt/safetensors.h"
-#include "data/dataset_tokenizer.h"
-#include "inspect/report.h"
-#include "util/durable_file.h"
 #include "util/error.h"
 #include "util/json_file.h"
-#include "util/test_hooks.h"
 
 namespace fs = std::filesystem;
 
 namespace spmd {
 
 namespace {
-constexpr int kFormatVersion = 1;
-const char* kArrayKinds[] = {"param", "exp_avg", "exp_avg_sq"};
-
-std::string step_dir_name(int64_t step) { return fmt::format("step_{:08d}", step); }
-std::string rank_file_name(int rank) { return fmt::format("rank_{:05d}.safetensors", rank); }
-
-// The local tensor behind array `kind/name` of parameter i.
 at::Tensor& local_array(CheckpointState& s, const std::string& kind, size_t i) {
   if (kind == "param") return s.model.params()[i];
   if (kind == "exp_avg") return s.optimizer.exp_avg()[i];
   return s.optimizer.exp_avg_sq()[i];
 }
-
-nlohmann::json model_json(const ModelConfig& m) {
-  return {{"vocab_size", m.vocab_size}, {"block_size", m.block_size}, {"n_layer", m.n_layer},
-          {"n_head", m.n_head},         {"n_embd", m.n_embd},         {"bias", m.bias}};
-}
-
-// Rank 0 decides, every rank learns: a broadcast of one integer over the (CPU) control group.
-int64_t agree(const CheckpointState& s, int64_t value) {
-  at::Tensor t = at::full({1}, value, at::kLong);
-  s.comm.control().broadcast(t, 0);
-  return t.item<int64_t>();
-}
 }  // namespace
-
-std::string save_checkpoint(CheckpointState& s) {
-  const std::string dir = s.config.checkpoint.dir;
-  const std::string final_dir = dir + "/" + step_dir_name(s.step);
-  const std::string tmp_dir = final_dir + ".tmp";
-  const int rank = s.comm.rank();
-  const auto& layout = s.model.layout();
-
-  // Rank 0 prepares the temporary directory (a stale one from a crashed save is discarded).
-  int64_t exists = 0;
-  if (rank == 0) {
-    exists = fs::exists(final_dir + "/index.json") ? 1 : 0;
-    if (!exists) {
-      std::error_code ec;
-      fs::remove_all(tmp_dir, ec);
-      fs::create_directories(tmp_dir, ec);
-      if (ec) throw RuntimeError(fmt::format("cannot create checkpoint directory {}: {}", tmp_dir, ec.message()));
-    }
-  }
-  if (agree(s, exists)) return final_dir;  // this step is already saved
-
-  // Every rank writes the blocks it is the primary holder of, plus a manifest of them.
-  std::vector<NamedTensor> blocks;
-  for (size_t i = 0; i < layout.params.size(); ++i) {
-    if (!layout.params[i].sharding.is_primary_replica(rank)) continue;
-    for (const char* kind : kArrayKinds)
-      blocks.push_back({std::string(kind) + "/" + layout.params[i].info.name, local_array(s, kind, i)});
-  }
-  const std::string file = rank_file_name(rank);
-  nlohmann::json manifest = nlohmann::json::object();
-  if (!blocks.empty()) {  // a rank holding only replicas of others' blocks writes no file
-    write_safetensors(tmp_dir + "/" + file, blocks, {{"format", "pt"}, {"producer", "spmd-train"}});
-    SafetensorsFile written(tmp_dir + "/" + file);
-    for (const auto& b : blocks) {
-      const auto& e = written.entries().at(b.name);
-      manifest[b.name] = {{"file", file},
-                          {"byte_range", {written.data_start() + e.begin, written.data_start() + e.end}},
-                          {"checksum", fmt::format("{:016x}", checksum_bytes(written.bytes(b.name), e.end - e.begin))}};
-    }
-  }
-  write_file_durably(tmp_dir + fmt::format("/manifest_{:05d}.json", rank), manifest.dump());
-  fsync_directory(tmp_dir);
-  s.comm.control().barrier();
-
-  if (rank == 0) {
-    nlohmann::json arrays = nlohmann::json::array();
-    std::map<int64_t, nlohmann::json> manifests;
-    for (int64_t r = 0; r < layout.mesh.size(); ++r)
-      manifests[r] = read_json_file(tmp_dir + fmt::format("/manifest_{:05d}.json", r), "checkpoint manifest");
-    for (const auto& p : layout.params) {
-      for (const char* kind : kArrayKinds) {
-        const std::string name = std::string(kind) + "/" + p.info.name;
-        nlohmann::json block_list = nlohmann::json::array();
-        for (const auto& group : p.sharding.replica_groups()) {
-          int64_t holder = -1;
-          for (int64_t r : group)
-            if (p.sharding.is_primary_replica(r)) holder = r;
-          const auto& m = manifests[holder].at(name);
-          block_list.push_back({{"file", m["file"]},
-                                {"tensor", name},
-                                {"offset", p.sharding.shard_offset(holder)},
-                                {"shape", p.sharding.shard_shape()},
-                                {"byte_range", m["byte_range"]},
-                                {"checksum", m["checksum"]}});
-        }
-        arrays.push_back({{"name", name},
-                          {"shape", p.info.shape},
-                          {"dtype", "F32"},
-                          {"logical", p.info.logical},
-                          {"spec", spec_to_json(p.sharding.spec())},
-                          {"blocks", block_list}});
-      }
-    }
-    nlohmann::json rules = nlohmann::json::array();
-    for (const auto& r : layout.rules.rules()) rules.push_back({r.logical, r.mesh_axes});
-    nlohmann::json loader_state;
-    to_json(loader_state, s.loader.state());
-    nlohmann::json index{{"format", "spmd-train-checkpoint"},
-                         {"version", kFormatVersion},
-                         {"step", s.step},
-                         {"mesh", {{"shape", layout.mesh.shape()}, {"axes", layout.mesh.axes()}}},
-                         {"sharding_rules", rules},
-                         {"model", model_json(s.config.model)},
-                         {"padded_vocab", layout.padded_vocab},
-                         {"data_iterator", loader_state},
-                         {"rng", {{"kind", "counter-based splitmix64"}, {"seed", s.config.train.seed}}},
-                         {"optimizer", {{"kind", "adamw"}, {"steps_taken", s.optimizer.steps_taken()}}},
-                         {"config", s.config.resolved_yaml},
-                         {"arrays", arrays}};
-    for (int64_t r = 0; r < layout.mesh.size(); ++r) fs::remove(tmp_dir + fmt::format("/manifest_{:05d}.json", r));
-    // The tokenizer goes along, so `spmd-train sample` decodes without the dataset.
-    const std::string meta = dataset_meta_path(s.config.data.train);
-    if (!meta.empty()) copy_tokenizer(meta, tmp_dir + "/tokenizer");
-    write_file_durably(tmp_dir + "/index.json", index.dump(1));
-    fsync_directory(tmp_dir);
-    if (test_hooks().crash_in_save_at_step == s.step) _exit(1);  // tests: die as a crash would, before the commit
-    fs::rename(tmp_dir, final_dir);
-    fsync_directory(dir);
-    // Keep the newest `keep` complete checkpoints.
-    std::vector<std::string> complete;
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      std::string n = entry.path().filename().string();
-      if (n.rfind("step_", 0) == 0 && n.find(".tmp") == std::string::npos && fs::exists(entry.path() / "index.json"))
-        complete.push_back(n);
-    }
-    std::sort(complete.begin(), complete.end());
-    for (size_t k = 0; k + static_cast<size_t>(s.config.checkpoint.keep) < complete.size(); ++k)
-      fs::remove_all(dir + "/" + complete[k]);
-  }
-  s.comm.control().barrier();
-  return final_dir;
-}
 
 std::optional<std::string> find_latest_checkpoint(const std::string& dir) {
   std::error_code ec;
@@ -200,10 +64,10 @@ nlohmann::json read_checked_index(const std::string& path, const ModelConfig& mo
   nlohmann::json index = read_json_file(index_path, "checkpoint index");
   try {
     SPMD_CHECK(index.at("format") == "spmd-train-checkpoint", "{}: not a spmd-train checkpoint index", index_path);
-    SPMD_CHECK(index.at("version").get<int>() == kFormatVersion, "{}: format version {} is not supported (expected {})",
-               index_path, index.at("version").dump(), kFormatVersion);
+    SPMD_CHECK(index.at("version").get<int>() == kCheckpointFormatVersion, "{}: format version {} is not supported (expected {})",
+               index_path, index.at("version").dump(), kCheckpointFormatVersion);
     // The model must be the same network; the mesh and rules may differ.
-    nlohmann::json want = model_json(model);
+    nlohmann::json want = checkpoint_model_json(model);
     for (auto it = want.begin(); it != want.end(); ++it)
       SPMD_CHECK(index.at("model").at(it.key()) == it.value(),
                  "{}: checkpoint has model.{} = {} but the config says {}; the model shape must match", index_path,
@@ -297,7 +161,7 @@ void read_arrays(const std::string& path, const nlohmann::json& index, const Mod
 
 void restore_on_this_rank(CheckpointState& s, const std::string& path) {
   const nlohmann::json index = read_checked_index(path, s.config.model);
-  read_arrays(path, index, s.model.layout(), s.comm.rank(), {std::begin(kArrayKinds), std::end(kArrayKinds)},
+  read_arrays(path, index, s.model.layout(), s.comm.rank(), {std::begin(kCheckpointArrayKinds), std::end(kCheckpointArrayKinds)},
               [&](const std::string& kind, size_t i) -> at::Tensor& { return local_array(s, kind, i); });
   try {
     s.optimizer.set_steps_taken(index.at("optimizer").at("steps_taken").get<int64_t>());

@@ -1,7 +1,7 @@
-// Sharded, atomic checkpoints (Orbax-style). One directory per step:
+// Sharded, atomic checkpoints (Orbax-style). Saving: ckpt/checkpoint_saver.h. One directory per step:
 //   <dir>/step_00000100/index.json            rank 0: mesh, rules, config, every array's blocks
 //   <dir>/step_00000100/rank_00003.safetensors each rank: the blocks it is the primary holder of
-// Written under step_XXXXXXXX.tmp, fsynced, renamed by rank 0 after a barrier: a crash mid-save
+// Written under step_XXXXXXXX.tmp, fsynced, renamed by rank 0 once every rank is done: a crash mid-save
 // leaves the previous checkpoint as the latest. Restore works onto any mesh: each rank reads just
 // the parts of saved blocks that overlap its own shards.
 #pragma once
@@ -25,9 +25,6 @@ struct CheckpointState {
   DataLoader& loader;
   int64_t& step;  // the next step to run
 };
-
-// Collective: every rank calls it. Returns the final directory.
-std::string save_checkpoint(CheckpointState& state);
 
 // The newest complete checkpoint (one with index.json) under `dir`, if any.
 std::optional<std::string> find_latest_checkpoint(const std::string& dir);

@@ -18,29 +18,39 @@ uint64_t checksum_bytes(const void* data, size_t size) {
   return h;
 }
 
-void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+SafetensorsLayout safetensors_layout(const std::vector<NamedTensor>& tensors,
+                                     const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header;
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<at::Tensor> data;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
     SPMD_ASSERT(t.tensor.scalar_type() == at::kFloat, "{}: only float32 is written", t.name);
-    at::Tensor c = t.tensor.detach().to(at::kCPU).contiguous();  // a no-op for CPU tensors
-    uint64_t bytes = static_cast<uint64_t>(c.numel()) * 4;
-    header[t.name] = {{"dtype", "F32"}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    const uint64_t bytes = static_cast<uint64_t>(t.tensor.numel()) * 4;
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.tensor.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    ranges.push_back({offset, offset + bytes});
     offset += bytes;
-    data.push_back(c);
   }
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
-  std::string out(8, '\0');
-  uint64_t n = json.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
-  out += json;
-  out.reserve(out.size() + offset);
-  for (const auto& c : data) out.append(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()) * 4);
-  write_file_durably(path, out);
+  SafetensorsLayout layout;
+  layout.header.assign(8, '\0');
+  const uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) layout.header[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  layout.header += json;
+  for (auto& r : ranges) layout.ranges.push_back({layout.header.size() + r.first, layout.header.size() + r.second});
+  return layout;
+}
+
+void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<NamedTensor> host;
+  for (const auto& t : tensors) host.push_back({t.name, t.tensor.detach().to(at::kCPU).contiguous()});  // no-op on CPU
+  const SafetensorsLayout layout = safetensors_layout(host, metadata);
+  DurableFile file(path);
+  file.append(layout.header.data(), layout.header.size());
+  for (const auto& t : host) file.append(t.tensor.data_ptr(), static_cast<size_t>(t.tensor.numel()) * 4);
+  file.finish();
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {

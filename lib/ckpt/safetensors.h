@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -16,6 +17,15 @@ struct NamedTensor {
   std::string name;
   at::Tensor tensor;  // float32; written contiguous
 };
+
+// The start of a safetensors file holding `tensors` in the given order (8-byte length, JSON
+// header, padding to 8 bytes), and where each tensor's bytes go, as absolute file offsets.
+struct SafetensorsLayout {
+  std::string header;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [begin, end) per tensor
+};
+SafetensorsLayout safetensors_layout(const std::vector<NamedTensor>& tensors,
+                                     const std::map<std::string, std::string>& metadata = {});
 
 // Writes and fsyncs `path`. Tensors are laid out in the given order.
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,

@@ -53,6 +53,9 @@ class Communicator {
   // Where this rank's tensors live (cpu, or cuda:LOCAL_RANK).
   c10::Device device() const { return device_; }
   const ResolvedRuntime& runtime() const { return runtime_; }
+  // The rendezvous store (null in a single-process run): for coordination that must not go
+  // through a process group (the background checkpoint commit).
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   // Every rank, over the run's backend: tensors on device().
   const Group& world() const { return world_; }
   // Every rank over Gloo with CPU tensors (stop votes, checkpoint agreement, memory reports):

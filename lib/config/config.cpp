@@ -206,10 +206,11 @@ TrainConfig read_train(const MapReader& top) {
 
 CheckpointConfig read_checkpoint(const MapReader& top) {
   CheckpointConfig c;
-  MapReader r = top.section("checkpoint", {"dir", "every", "keep"});
+  MapReader r = top.section("checkpoint", {"dir", "every", "keep", "async"});
   r.read("dir", c.dir);
   read_at_least(r, "every", c.every, 0);
   read_at_least(r, "keep", c.keep, 1);
+  r.read("async", c.async);
   return c;
 }
 
@@ -379,6 +380,7 @@ std::string to_yaml(const Config& c) {
   field("dir", c.checkpoint.dir);
   field("every", c.checkpoint.every);
   field("keep", c.checkpoint.keep);
+  field("async", c.checkpoint.async);
   out << YAML::EndMap;
 
   section("output");

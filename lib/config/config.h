@@ -65,6 +65,10 @@ struct CheckpointConfig {
   std::string dir;           // empty: no checkpoints
   int64_t every = 500;
   int64_t keep = 3;
+  // Write in the background (ckpt/checkpoint_saver.h): the step copies the shards into a host
+  // staging buffer and training goes on while a thread writes them. false: the step waits for the
+  // files and the commit.
+  bool async = true;
 };
 
 struct OutputConfig {

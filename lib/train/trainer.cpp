@@ -24,6 +24,7 @@
 #include "monitor/loss_plot.h"
 #include "monitor/metrics.h"
 #include "kernels/cpu/blas_library.h"
+#include "train/loop_checkpoints.h"
 #include "train/stop_signal.h"
 #include "train/train_state.h"
 #include "util/caching_cpu_allocator.h"
@@ -144,17 +145,7 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   }
   std::unique_ptr<MetricsLog> metrics =
       leader ? std::make_unique<MetricsLog>(config.output.dir, resuming ? state.step : -1) : nullptr;
-  const bool checkpointing = !config.checkpoint.dir.empty();
-  int64_t last_saved_step = resuming ? state.step : -1;
-  auto checkpoint = [&]() {
-    if (state.step == last_saved_step) return;
-    last_saved_step = state.step;
-    const auto start = std::chrono::steady_clock::now();
-    std::string dir = save_checkpoint(checkpointed);
-    if (leader)
-      fmt::print("checkpoint {} written in {:.2f} s\n", dir,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  };
+  LoopCheckpoints checkpoints(state, resuming ? state.step : -1);  // collective
 
   const int64_t tokens_per_step = config.data.batch_size * config.model.block_size;
   const int64_t state_bytes = state.model->local_param_bytes() * 2 + state.optimizer->state_bytes();
@@ -172,12 +163,14 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   if (leader) print_pipeline(config, state.model->layout().pipeline);
   summary["pipeline_stages"] = state.model->layout().pipeline.stages();
 
-  // Every rank must agree on stopping (a signal may reach them at different steps): the max of
-  // their requests is all-reduced after each step, over the CPU control group (no GPU wait).
-  auto agreed_stop_signal = [&]() {
-    at::Tensor requested = at::full({1}, static_cast<float>(stop_signal_received()));
-    state.comm->control().all_reduce_max(requested);
-    return static_cast<int>(requested.item<float>());
+  // Every rank must agree on stopping (a signal or a failed background save may reach them at
+  // different steps): the max of their votes is all-reduced after each step, over the CPU control
+  // group (no GPU wait). Returns {signal, a save failed}.
+  auto agreed_votes = [&]() {
+    at::Tensor votes = at::tensor({static_cast<float>(stop_signal_received()),
+                                   checkpoints.failed_since_last_check() ? 1.0f : 0.0f});
+    state.comm->control().all_reduce_max(votes);
+    return std::make_pair(static_cast<int>(votes[0].item<float>()), votes[1].item<float>() > 0);
   };
 
   std::optional<DatasetMeta> sample_tokenizer;
@@ -227,10 +220,14 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
     }
     if (log_now) interval_steps = 0, interval_ms = 0;
     if (tc.sample_every > 0 && state.step % tc.sample_every == 0) print_sample(state, *sample_tokenizer);
-    if (checkpointing && config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoint();
-    if (int sig = agreed_stop_signal()) {
+    if (config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoints.save();
+    const auto [sig, save_failed] = agreed_votes();
+    if (save_failed) checkpoints.raise_failure();
+    if (sig) {
       if (leader) fmt::print("stopping after step {} on {}\n", state.step, strsignal(sig));
-      if (checkpointing) checkpoint();
+      checkpoints.save();
+      checkpoints.finish();
+      checkpoints.add_to_summary(summary);
       summary["steps_run"] = state.step - first_step;
       if (leader) {
         write_summary(config, summary);
@@ -241,8 +238,11 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
     }
   }
   check_health(state);  // the last steps' verdict, where it was not read yet
-  if (checkpointing) checkpoint();  // the final state, unless just saved
+  checkpoints.save();  // the final state, unless just saved
+  checkpoints.finish();
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  checkpoints.add_to_summary(summary);
+  summary["loop_s"] = total_s;
   if (leader) fmt::print("done: {} steps in {}, final loss {:.4f}\n", tc.steps - first_step, format_duration(total_s), last_loss);
   summary["steps_run"] = tc.steps - first_step;
   summary["final_loss"] = last_loss;

@@ -13,27 +13,37 @@
 
 namespace spmd {
 
-void write_file_durably(const std::string& path, const void* data, size_t size) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw RuntimeError(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+DurableFile::DurableFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw RuntimeError(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+}
+
+DurableFile::~DurableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void DurableFile::append(const void* data, size_t size) {
   const char* bytes = static_cast<const char*>(data);
   size_t done = 0;
   while (done < size) {
-    ssize_t n = ::write(fd, bytes + done, size - done);
+    ssize_t n = ::write(fd_, bytes + done, size - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      throw RuntimeError(fmt::format("writing {} failed: {}", path, std::strerror(err)));
-    }
+    if (n <= 0) throw RuntimeError(fmt::format("writing {} failed: {}", path_, std::strerror(n < 0 ? errno : ENOSPC)));
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw RuntimeError(fmt::format("fsync of {} failed: {}", path, std::strerror(err)));
-  }
-  ::close(fd);
+}
+
+void DurableFile::finish() {
+  if (::fsync(fd_) != 0) throw RuntimeError(fmt::format("fsync of {} failed: {}", path_, std::strerror(errno)));
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw RuntimeError(fmt::format("closing {} failed: {}", path_, std::strerror(errno)));
+}
+
+void write_file_durably(const std::string& path, const void* data, size_t size) {
+  DurableFile file(path);
+  file.append(data, size);
+  file.finish();
 }
 
 void write_file_durably(const std::string& path, const std::string& contents) {

@@ -19,12 +19,16 @@ int64_t step_of(const std::string& item, const std::string& value) {
   throw UsageError("SPMD_TEST_HOOKS: '" + item + "' needs a step number >= 0 after '@'");
 }
 
-// "N:R" -> the step and the rank of sigkill@N:R.
-void parse_sigkill(TestHooks& hooks, const std::string& item, const std::string& value) {
+// "N:R" -> the step and the rank of sigkill@N:R and sigkill_in_save@N:R.
+void parse_step_rank(const std::string& item, const std::string& value, int64_t& step, int& rank) {
   const size_t colon = value.find(':');
   if (colon == std::string::npos) throw UsageError("SPMD_TEST_HOOKS: '" + item + "' needs STEP:RANK after '@'");
-  hooks.sigkill_at_step = step_of(item, value.substr(0, colon));
-  hooks.sigkill_rank = static_cast<int>(step_of(item, value.substr(colon + 1)));
+  step = step_of(item, value.substr(0, colon));
+  rank = static_cast<int>(step_of(item, value.substr(colon + 1)));
+}
+
+void parse_sigkill(TestHooks& hooks, const std::string& item, const std::string& value) {
+  parse_step_rank(item, value, hooks.sigkill_at_step, hooks.sigkill_rank);
 }
 }  // namespace
 
@@ -41,9 +45,11 @@ TestHooks parse_test_hooks(const std::string& text, int restart_count) {
     else if (name == "sigkill" && at != std::string::npos) {
       if (restart_count == 0) parse_sigkill(hooks, item, item.substr(at + 1));
     } else if (name == "sigkill_always" && at != std::string::npos) parse_sigkill(hooks, item, item.substr(at + 1));
+    else if (name == "sigkill_in_save" && at != std::string::npos)
+      parse_step_rank(item, item.substr(at + 1), hooks.sigkill_in_save_at_step, hooks.sigkill_in_save_rank);
     else if (name == "dump_init" && eq != std::string::npos && eq + 1 < item.size()) hooks.dump_init_dir = item.substr(eq + 1);
     else throw UsageError("SPMD_TEST_HOOKS: unknown hook '" + item + "'; known: nan_loss@STEP, crash_in_save@STEP, "
-                           "sigkill@STEP:RANK, sigkill_always@STEP:RANK, dump_init=DIR");
+                           "sigkill@STEP:RANK, sigkill_always@STEP:RANK, sigkill_in_save@STEP:RANK, dump_init=DIR");
   }
   return hooks;
 }

@@ -17,6 +17,8 @@ struct TestHooks {
   int sigkill_rank = -1;               // the launcher's first attempt only (SPMD_RESTART_COUNT, else
                                        // TORCHELASTIC_RESTART_COUNT, unset or 0); sigkill_always@N:R:
                                        // in every attempt
+  int64_t sigkill_in_save_at_step = -1;  // sigkill_in_save@N:R: rank R kills itself (SIGKILL) while it
+  int sigkill_in_save_rank = -1;         // writes step N's checkpoint, its shard file half written
 };
 
 const TestHooks& test_hooks();

@@ -143,7 +143,10 @@ TEST_CASE("restarts: kill -9 of a worker -> all restart from the last checkpoint
 
   const std::string out = run.dir.file("restarted"), ck = run.dir.file("ck");
   auto argv = train_args(run, out);
-  argv.insert(argv.end(), {"--set", "checkpoint.dir=" + ck, "--set", "checkpoint.every=3", "--max-restarts", "1"});
+  // Synchronous saves: step 6's is committed before step 7 starts (an asynchronous one may still be
+  // in flight when rank 1 dies, and the restart would then rightly resume from step 3).
+  argv.insert(argv.end(), {"--set", "checkpoint.dir=" + ck, "--set", "checkpoint.every=3", "--set",
+                           "checkpoint.async=false", "--max-restarts", "1"});
   auto r = run_process(argv, {{"SPMD_TEST_HOOKS", "sigkill@7:1"}}, 180);  // rank 1 dies before step 7, once
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   CHECK_MESSAGE(r.output.find("restart 1 of 1 after rank 1 (pid") != std::string::npos, r.output);
@@ -163,7 +166,8 @@ TEST_CASE("restarts: torchrun --max-restarts with --resume auto: the same comman
   const Curve full = train(run, run.dir.file("full"), settings());
   const std::string out = run.dir.file("torchrun"), ck = run.dir.file("ck");
   auto argv = under({torchrun, "--nproc-per-node", "4", "--no-python", "--max-restarts", "1"}, train_args(run, out));
-  argv.insert(argv.end(), {"--set", "checkpoint.dir=" + ck, "--set", "checkpoint.every=3", "--resume", "auto"});
+  argv.insert(argv.end(), {"--set", "checkpoint.dir=" + ck, "--set", "checkpoint.every=3", "--set",
+                           "checkpoint.async=false", "--resume", "auto"});  // step 6 committed before step 7
   auto r = run_process(argv, {{"SPMD_TEST_HOOKS", "sigkill@7:1"}}, 240);  // attempt 0: rank 1 dies before step 7
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   CHECK_MESSAGE(r.output.find("--resume auto: no checkpoint in " + ck + " yet, starting from step 0") != std::string::npos,

@@ -102,6 +102,7 @@ void check_same(const Config& a, const Config& b) {
   CHECK(a.checkpoint.dir == b.checkpoint.dir);
   CHECK(a.checkpoint.every == b.checkpoint.every);
   CHECK(a.checkpoint.keep == b.checkpoint.keep);
+  CHECK(a.checkpoint.async == b.checkpoint.async);
   CHECK(a.output.dir == b.output.dir);
   CHECK(a.runtime.backend == b.runtime.backend);
   CHECK(a.runtime.device == b.runtime.device);
@@ -151,6 +152,7 @@ TEST_CASE("config: parses the documented example") {
   CHECK(c.checkpoint.dir == "/ckpt");
   CHECK(c.checkpoint.every == 500);
   CHECK(c.checkpoint.keep == 3);
+  CHECK(c.checkpoint.async);  // the default
   CHECK(c.output.dir == "/out");
   CHECK(c.runtime.backend == "gloo");
   CHECK(c.runtime.device == "cpu");
@@ -264,6 +266,7 @@ TEST_CASE("config: value range errors") {
       {"train", "microbatches: -2", "train.microbatches: expected an integer >= 1"},
       {"checkpoint", "every: -1", "checkpoint.every: expected a non-negative integer"},
       {"checkpoint", "keep: 0", "checkpoint.keep: expected an integer >= 1"},
+      {"checkpoint", "async: maybe", "checkpoint.async: expected true or false"},
       {"runtime", "backend: mpi", "runtime.backend: expected one of gloo, nccl, auto, got \"mpi\""},
       {"runtime", "device: tpu", "runtime.device: expected one of cpu, cuda, auto, got \"tpu\""},
       {"runtime", "timeout_s: 0", "runtime.timeout_s: expected a positive number"},

@@ -69,6 +69,11 @@ TEST_CASE("test hooks: SPMD_TEST_HOOKS parses its three hooks and refuses anythi
   CHECK(all.nan_loss_at_step == 3);
   CHECK(all.crash_in_save_at_step == 20);
   CHECK(all.dump_init_dir == "/tmp/x");
+  const TestHooks in_save = parse_test_hooks("sigkill_in_save@20:1");
+  CHECK(in_save.sigkill_in_save_at_step == 20);
+  CHECK(in_save.sigkill_in_save_rank == 1);
+  CHECK(in_save.sigkill_at_step == -1);
+  CHECK_THROWS_AS(parse_test_hooks("sigkill_in_save@20"), UsageError);
   CHECK_THROWS_AS(parse_test_hooks("nan_loss@x"), UsageError);
   CHECK_THROWS_AS(parse_test_hooks("nan_los@3"), UsageError);
   CHECK_THROWS_AS(parse_test_hooks("dump_init="), UsageError);
