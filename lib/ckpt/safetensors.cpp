@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "comm/backend.h"  // synchronize
 #include "util/durable_file.h"
 #include "util/error.h"
 
@@ -18,15 +19,38 @@ uint64_t checksum_bytes(const void* data, size_t size) {
   return h;
 }
 
+namespace {
+// The tensors on the host, contiguous. Device tensors are copied into pinned memory, the copies
+// queued back to back and waited for once (a pageable copy would wait for each in turn).
+std::vector<at::Tensor> on_host(const std::vector<NamedTensor>& tensors) {
+  std::vector<at::Tensor> host;
+  c10::Device queued_on(c10::kCPU);
+  for (const auto& t : tensors) {
+    const at::Tensor x = t.tensor.detach();
+    if (x.is_cpu()) {
+      host.push_back(x.contiguous());
+      continue;
+    }
+    host.push_back(at::empty(x.sizes(), x.options().device(at::kCPU).pinned_memory(true)));
+    host.back().copy_(x, /*non_blocking=*/true);
+    queued_on = x.device();
+  }
+  synchronize(queued_on);  // nothing to wait for on the CPU
+  return host;
+}
+}  // namespace
+
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header;
   if (!metadata.empty()) header["__metadata__"] = metadata;
+  const std::vector<at::Tensor> host = on_host(tensors);
   std::vector<at::Tensor> data;
   uint64_t offset = 0;
-  for (const auto& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const NamedTensor& t = tensors[i];
     SPMD_ASSERT(t.tensor.scalar_type() == at::kFloat, "{}: only float32 is written", t.name);
-    at::Tensor c = t.tensor.detach().to(at::kCPU).contiguous();  // a no-op for CPU tensors
+    const at::Tensor& c = host[i];
     uint64_t bytes = static_cast<uint64_t>(c.numel()) * 4;
     header[t.name] = {{"dtype", "F32"}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
