@@ -139,6 +139,22 @@ at::Tensor global_indices(c10::Device device, const std::vector<int64_t>& local_
 at::Tensor dropout_mask_block_on(c10::Device device, const std::vector<int64_t>& local_shape,
                                  const std::vector<int64_t>& global_shape, const std::vector<int64_t>& offset,
                                  uint64_t seed, uint64_t stream, double p) {
+  // The integer temporaries are 8 bytes an element, a few at once: a large block (an attention
+  // mask is B H T T) is drawn a few leading rows at a time into the float mask.
+  constexpr int64_t kElementsAtOnce = int64_t{1} << 24;
+  int64_t numel = 1;
+  for (int64_t s : local_shape) numel *= s;
+  if (numel > kElementsAtOnce && local_shape[0] > 1) {
+    const int64_t rows = std::max<int64_t>(1, kElementsAtOnce / (numel / local_shape[0]));
+    at::Tensor mask = at::empty(local_shape, at::TensorOptions().dtype(at::kFloat).device(device));
+    for (int64_t start = 0; start < local_shape[0]; start += rows) {
+      std::vector<int64_t> part = local_shape, part_offset = offset;
+      part[0] = std::min(rows, local_shape[0] - start);
+      part_offset[0] += start;
+      mask.narrow(0, start, part[0]).copy_(dropout_mask_block_on(device, part, global_shape, part_offset, seed, stream, p));
+    }
+    return mask;
+  }
   const at::Tensor index = global_indices(device, local_shape, global_shape, offset);
   const at::Tensor bits = splitmix64_of(at::bitwise_xor(index, bits_of(stream_key(seed, stream))));
   // dropout_run's test ((bits >> 11) + 1) > p 2^53 in integers: k > x <=> k > floor(x) for integer k.

@@ -80,6 +80,10 @@ TEST_CASE("rng: the mask made with ATen integer ops (the GPU's) has the CPU loop
   const std::vector<int64_t> corner{1, 2, 3, 1024}, at_end{63, 10, 1021, 0};
   CHECK(at::equal(dropout_mask_block_on(at::kCPU, corner, huge, at_end, 5, 99, 0.1),
                   dropout_mask_block(corner, huge, at_end, 5, 99, 0.1)));
+  // A block large enough to be drawn a few rows at a time (2^24 elements at once).
+  const std::vector<int64_t> big{8, 3, 1024, 1024}, big_block{6, 3, 1024, 1024}, big_offset{2, 0, 0, 0};
+  CHECK(at::equal(dropout_mask_block_on(at::kCPU, big_block, big, big_offset, 8, 1, 0.2),
+                  dropout_mask_block(big_block, big, big_offset, 8, 1, 0.2)));
   // A 0-dim block.
   CHECK(at::equal(dropout_mask_block_on(at::kCPU, {}, {}, {}, 3, 4, 0.5), dropout_mask_block({}, {}, {}, 3, 4, 0.5)));
 }
