@@ -96,8 +96,9 @@ PendingGather Group::all_gather_async(const at::Tensor& tensor, int64_t dim) con
   // tensors to allocate and concatenate.
   at::Tensor input = tensor.contiguous();
   std::vector<int64_t> shape = input.sizes().vec();
-  shape.insert(shape.begin(), size_);
-  pending.flat_ = at::empty(shape, input.options());  // (members, *tensor's shape)
+  SPMD_ASSERT(!shape.empty(), "all-gather of a 0-dim tensor over group '{}'", name_);
+  shape[0] *= size_;
+  pending.flat_ = at::empty(shape, input.options());  // the members' tensors one after another along dim 0
   pending.work_.group_ = this;
   pending.work_.what_ = "all-gather";
   pending.work_.work_ = backend_->_allgather_base(pending.flat_, input);
@@ -108,9 +109,12 @@ at::Tensor PendingGather::wait() {
   work_.wait();
   at::Tensor stacked = std::move(flat_);
   flat_ = at::Tensor();
-  if (members_ == 1) return stacked;
-  // (members, ...) -> the members' blocks side by side along dim_.
-  return dim_ == 0 ? stacked.flatten(0, 1) : stacked.movedim(0, dim_).flatten(dim_, dim_ + 1);
+  if (members_ == 1 || dim_ == 0) return stacked;
+  // (members * d0, ...) -> (members, d0, ...) -> the members' blocks side by side along dim_.
+  std::vector<int64_t> per_member = stacked.sizes().vec();
+  per_member[0] /= members_;
+  per_member.insert(per_member.begin(), members_);
+  return stacked.view(per_member).movedim(0, dim_).flatten(dim_, dim_ + 1);
 }
 
 at::Tensor Group::reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) const {

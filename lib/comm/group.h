@@ -47,7 +47,7 @@ class PendingGather {
  private:
   friend class Group;
   PendingCollective work_;
-  at::Tensor flat_;  // (members, *tensor's shape): every member's tensor, filled in by the collective
+  at::Tensor flat_;  // every member's tensor one after another along dim 0, filled in by the collective
   int64_t members_ = 1;  // 1: flat_ is the tensor itself (a group of one)
   int64_t dim_ = 0;
 };

@@ -86,7 +86,7 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
               qkv.sizes().vec());
   // Reduced-precision operands (bf16): libtorch's attention on them (flash kernels on CUDA, as
   // PyTorch's autocast runs it), the result back in qkv's dtype.
-  if (operand_dtype != qkv.scalar_type())
+  if (c10::isReducedFloatingType(operand_dtype) && operand_dtype != qkv.scalar_type())
     return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype).to(qkv.scalar_type());
   if (cpu::fused_attention_supports(qkv, dropout_mask)) return cpu::fused_causal_attention(qkv, dropout_mask);
 #if SPMD_HAS_SDPA

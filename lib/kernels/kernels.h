@@ -37,8 +37,8 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
 // softmax(Q K^T / sqrt(D) + causal mask) V for qkv (B, T, 3, H, D) -> y (B, T, H, D).
 // dropout_mask: undefined, or (B, H, T, T) multipliers of the probabilities (0 or 1/(1-p)):
 // y = (softmax(...) * dropout_mask) V, so dropout is the caller's pure function of global indices
-// on every device. operand_dtype: the dtype the products run in (the model's matmul dtype; bf16
-// lets CUDA use its flash kernels); y comes back in qkv's dtype.
+// on every device. operand_dtype: bf16 (the model's matmul dtype) runs the products on bf16
+// operands (CUDA's flash kernels take them), y back in qkv's dtype; float32 changes nothing.
 at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor(),
                             at::ScalarType operand_dtype = at::kFloat);
 

@@ -34,7 +34,7 @@ TEST_CASE("cuda kernels: the foreach gradient norm equals the CPU's double sum")
   const double on_cpu = kernels::sum_of_squares(cpu, at::kCPU).item<double>();
   const at::Tensor on_gpu = kernels::sum_of_squares(gpu, c10::Device(c10::kCUDA, 0));
   CHECK(on_gpu.is_cuda());
-  CHECK(on_gpu.scalar_type() == at::kDouble);
+  CHECK((on_gpu.scalar_type() == at::kDouble));
   CHECK(on_gpu.item<double>() == doctest::Approx(on_cpu).epsilon(1e-12));
 }
 

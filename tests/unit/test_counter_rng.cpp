@@ -70,7 +70,7 @@ TEST_CASE("rng: the mask made with ATen integer ops (the GPU's) has the CPU loop
       const std::vector<int64_t> shape{2, 3, 35};
       const at::Tensor loop = dropout_mask_block(shape, global, offset, 11, stream_id("attn@step2"), p);
       const at::Tensor aten = dropout_mask_block_on(at::kCPU, shape, global, offset, 11, stream_id("attn@step2"), p);
-      CHECK(aten.scalar_type() == at::kFloat);
+      CHECK((aten.scalar_type() == at::kFloat));
       CHECK(aten.sizes() == loop.sizes());
       CHECK(at::equal(aten, loop));
     }

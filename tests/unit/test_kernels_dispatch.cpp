@@ -124,8 +124,8 @@ TEST_CASE("kernels::causal_attention: bfloat16 operands (model.matmul_dtype) wit
     const at::Tensor g_ref = torch::autograd::grad({y_ref}, {qkv}, {grad_out.to(at::kDouble)})[0];
     const at::Tensor y = kernels::causal_attention(qkv, mask, at::kBFloat16);
     const at::Tensor g = torch::autograd::grad({y}, {qkv}, {grad_out})[0];
-    CHECK(y.scalar_type() == at::kFloat);
-    CHECK(g.scalar_type() == at::kFloat);
+    CHECK((y.scalar_type() == at::kFloat));
+    CHECK((g.scalar_type() == at::kFloat));
     // bf16 keeps 8 significant bits: errors of a few 1e-3 relative to the outputs' scale (~1).
     const double y_err = (y.to(at::kDouble) - y_ref).abs().max().item<double>();
     const double g_err = (g.to(at::kDouble) - g_ref).abs().max().item<double>() / g_ref.abs().max().item<double>();

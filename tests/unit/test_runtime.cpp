@@ -80,7 +80,7 @@ std::string usage_error_of_settling(const ResolvedRuntime& r, const std::vector<
 }
 }  // namespace
 
-TEST_CASE("runtime: ranks on distinct GPUs keep NCCL; a shared GPU makes auto fall back to Gloo") {
+TEST_CASE("runtime: ranks on distinct GPUs keep NCCL, and a shared GPU makes auto fall back to Gloo") {
   // One GPU per rank, on two hosts whose GPUs have the same bus ids: no clash.
   const std::vector<std::string> distinct{"a/0000:3b:00.0", "a/0000:5e:00.0", "b/0000:3b:00.0", "b/0000:5e:00.0"};
   for (const std::string asked : {"auto", "nccl"}) {
