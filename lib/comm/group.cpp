@@ -126,8 +126,9 @@ at::Tensor Group::reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) cons
   std::vector<int64_t> split = tensor.sizes().vec();
   split[static_cast<size_t>(dim)] /= size_;
   split.insert(split.begin() + dim, size_);  // (..., members, chunk, ...)
-  at::Tensor input = tensor.reshape(split).movedim(dim, 0).contiguous();  // (members, chunk's shape)
-  at::Tensor output = at::empty(input.sizes().slice(1), input.options());
+  const at::Tensor chunks = tensor.reshape(split).movedim(dim, 0).contiguous();  // (members, chunk's shape)
+  at::Tensor output = at::empty(chunks.sizes().slice(1), chunks.options());
+  at::Tensor input = chunks.flatten(0, 1);  // the chunks one after another along dim 0, as the backends take them
   wait("reduce-scatter", backend_->_reduce_scatter_base(output, input, c10d::ReduceScatterOptions{}));
   return output;
 }
