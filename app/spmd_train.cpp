@@ -153,6 +153,7 @@ int run_train(TrainCliOptions& opt, const std::vector<std::string>& argv) {
              nproc, opt.launch.nnodes, nproc * opt.launch.nnodes, layout.mesh.describe(), mesh_size);
   SPMD_CHECK(opt.launch.node_rank < opt.launch.nnodes, "--node-rank {} must be below --nnodes {}",
              opt.launch.node_rank, opt.launch.nnodes);
+  spmd::refuse_shared_gpus(config.runtime, nproc);  // an asked nccl with more ranks here than GPUs: exit 2 now
   if (mesh_size == 1 && opt.max_restarts == 0) {  // one process: no rendezvous needed
     opt.train.single_process = true;
     spmd::preflight_check(config, opt.train);

@@ -231,8 +231,9 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   int64_t graph_bytes = -1;  // the most activation bytes in flight on this rank over the timed steps
   for (int k = 0; k < opt.warmup + opt.steps; ++k) {
     const double cpu_start = process_cpu_ms();
-    spmd::StepResult r = spmd::train_step(state);
-    spmd::synchronize(device);  // on CUDA the step only queued its work; time it done
+    // Timed to a synchronized end: on CUDA the step only queues its work (the PyTorch peer is
+    // timed across a sync too).
+    spmd::StepResult r = spmd::train_step_synchronized(state);
     if (k >= opt.warmup) {
       timed.push_back(r.timings);
       losses.push_back(r.loss.item<double>());

@@ -15,10 +15,10 @@ the CUDA caching allocator. Needs torch >= 2.0; not used by the project itself.
 import argparse
 import json
 import math
+import os
 import statistics
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
@@ -112,11 +112,12 @@ def main():
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                                   lr=6e-4, betas=(0.9, 0.95), fused=device.type == "cuda")
     step_model = torch.compile(model) if args.compile else model
-    data = np.memmap(args.data, dtype=np.uint16, mode="r")
+    # The uint16 token file through torch alone (no numpy needed on the GPU host).
+    data = torch.from_file(args.data, shared=False, size=os.path.getsize(args.data) // 2, dtype=torch.uint16)
 
     def batch():
-        ix = np.random.randint(0, len(data) - T - 1, B)
-        rows = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix])).to(device)
+        ix = torch.randint(0, len(data) - T - 1, (B,))
+        rows = torch.stack([data[i:i + T + 1].to(torch.int64) for i in ix.tolist()]).to(device)
         return rows[:, :-1], rows[:, 1:]
 
     times, losses = [], []

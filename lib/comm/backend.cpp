@@ -1,11 +1,16 @@
 // Device and backend selection (see backend.h); the CUDA calls exist only in CUDA builds.
 #include "comm/backend.h"
 
+#include <map>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
 
 #include "util/error.h"
 
 #ifdef SPMD_WITH_CUDA
+#include <cuda_runtime_api.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -57,6 +62,7 @@ ResolvedRuntime resolve_runtime(const RuntimeConfig& runtime) {
                "runtime.backend: nccl moves CUDA tensors only, but runtime.device is cpu; use device cuda (or auto), "
                "or backend gloo");
   }
+  r.asked_backend = runtime.backend;
   r.device = runtime.device == "auto" ? (gpu ? "cuda" : "cpu") : runtime.device;
   if (runtime.backend == "nccl") r.device = "cuda";
   r.backend = runtime.backend == "auto" ? (r.device == "cuda" ? "nccl" : "gloo") : runtime.backend;
@@ -65,6 +71,44 @@ ResolvedRuntime resolve_runtime(const RuntimeConfig& runtime) {
                          runtime.backend == "auto" ? "auto" : "asked", built_with_cuda() ? "has" : "lacks",
                          built_with_cuda() ? "" : fmt::format(" ({})", SPMD_CUDA_OFF_REASON), visible_gpus());
   return r;
+}
+
+std::string gpu_identity(c10::Device device) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+#ifdef SPMD_WITH_CUDA
+  char bus_id[32] = {};
+  if (device.is_cuda() && cudaDeviceGetPCIBusId(bus_id, static_cast<int>(sizeof bus_id), device.index()) == cudaSuccess)
+    return fmt::format("{}/{}", host, bus_id);
+#endif
+  return fmt::format("{}/{}", host, device.str());  // no bus id to be had: the index still tells GPUs apart
+}
+
+ResolvedRuntime settle_backend_for_gpus(ResolvedRuntime runtime, const std::vector<std::string>& gpu_ids) {
+  if (runtime.backend != "nccl") return runtime;
+  std::map<std::string, std::vector<size_t>> ranks_on;
+  for (size_t rank = 0; rank < gpu_ids.size(); ++rank) ranks_on[gpu_ids[rank]].push_back(rank);
+  for (const auto& [gpu, ranks] : ranks_on) {
+    if (ranks.size() < 2) continue;
+    const std::string clash = fmt::format("ranks {} share GPU {}", fmt::join(ranks, ", "), gpu);
+    SPMD_CHECK(runtime.asked_backend != "nccl",
+               "runtime.backend: nccl needs a GPU of its own for every rank, but {} (NCCL refuses two ranks on one "
+               "GPU); start no more ranks per host than it has GPUs, or set runtime.backend to gloo or auto",
+               clash);
+    runtime.backend = "gloo";
+    runtime.reason += fmt::format("; {}: backend auto falls back to gloo (NCCL refuses two ranks on one GPU)", clash);
+    return runtime;
+  }
+  return runtime;
+}
+
+void refuse_shared_gpus(const RuntimeConfig& config, int local_ranks) {
+  const ResolvedRuntime runtime = resolve_runtime(config);
+  if (runtime.device != "cuda" || runtime.asked_backend != "nccl") return;
+  std::vector<std::string> gpu_ids;
+  for (int local_rank = 0; local_rank < local_ranks; ++local_rank)
+    gpu_ids.push_back(gpu_identity(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % visible_gpus()))));
+  settle_backend_for_gpus(runtime, gpu_ids);
 }
 
 c10::Device rank_device(const ResolvedRuntime& runtime, int local_rank) {

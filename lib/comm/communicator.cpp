@@ -2,6 +2,7 @@
 #include "comm/communicator.h"
 
 #include <cstdlib>
+#include <exception>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,6 +17,19 @@ namespace spmd {
 
 namespace {
 std::string axes_key(const std::vector<std::string>& axes) { return fmt::format("{}", fmt::join(axes, ",")); }
+
+// Every rank's gpu_identity, through the store (each rank may have been given its own
+// CUDA_VISIBLE_DEVICES, so indices alone cannot tell whether two ranks share a GPU).
+std::vector<std::string> exchange_gpu_ids(c10d::Store& store, c10::Device device, int rank, int world_size) {
+  const std::string mine = gpu_identity(device);
+  store.set(fmt::format("gpu_id/{}", rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+  std::vector<std::string> ids;
+  for (int r = 0; r < world_size; ++r) {
+    const std::vector<uint8_t> id = store.get(fmt::format("gpu_id/{}", r));  // waits, bounded by the store's timeout
+    ids.emplace_back(id.begin(), id.end());
+  }
+  return ids;
+}
 }  // namespace
 
 Communicator::Communicator(const Mesh& mesh, const ResolvedRuntime& runtime)
@@ -31,6 +45,8 @@ Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh, const R
              "the world has {} processes but mesh {} has {} devices; set --nproc or mesh.shape so they match",
              info.world_size, mesh.describe(), mesh.size());
   store_ = (info.store ? info.store : connect_store(info))->store;
+  if (runtime_.device == "cuda")  // before any NCCL group: two ranks on one GPU would hang it
+    runtime_ = settle_backend_for_gpus(runtime_, exchange_gpu_ids(*store_, device_, rank_, info.world_size));
   // Gloo binds to an address its peers can reach: loopback when every rank is on this host,
   // otherwise this host's own interface (an empty address_ lets make_backend choose it).
   address_ = info.local_world_size == info.world_size ? "127.0.0.1" : "";
@@ -50,7 +66,13 @@ Communicator::Communicator(const RendezvousInfo& info, const Mesh& mesh, const R
   }
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  // NCCL's communicators are torn down before exit (ProcessGroupNCCL warns otherwise):
+  // gracefully on a normal exit, aborted while an error unwinds (a peer may be gone).
+  const bool unwinding = std::uncaught_exceptions() > 0;
+  for (const auto& entry : groups_) entry.second.close(unwinding);
+  world_.close(unwinding);
+}
 
 void Communicator::create_group(const std::vector<std::string>& axes) { add_group(axes, runtime_.backend, groups_); }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "util/error.h"
 #include "util/exception_text.h"
@@ -28,7 +29,13 @@ Group& Group::operator=(const Group&) = default;
 void Group::wait(const char* what, c10::intrusive_ptr<c10d::Work> work) const {
   auto start = std::chrono::steady_clock::now();
   try {
-    work->wait(timeout_);
+    // Gloo: the host waits for the result, bounded by the group's timeout. NCCL: wait() without
+    // a timeout only orders the current stream after the collective and returns at once, so
+    // communication overlaps compute; a hung collective is bounded by the process group's own
+    // timeout, whose watchdog tears the process down (comm/backend_factory.cpp). Here collective_ns
+    // then counts the host's share only.
+    if (kind_ == "nccl") work->wait();
+    else work->wait(timeout_);
     g_collective_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   } catch (const std::exception& e) {
     // A backend reports a dead peer as a connection error or a timeout: say which group and why.
@@ -79,42 +86,51 @@ at::Tensor Group::all_gather(const at::Tensor& tensor, int64_t dim) const { retu
 
 PendingGather Group::all_gather_async(const at::Tensor& tensor, int64_t dim) const {
   PendingGather pending;
-  pending.dim_ = dim;
+  pending.dim_ = dim < 0 ? dim + tensor.dim() : dim;
   if (size_ == 1) {
-    pending.parts_ = {tensor};
+    pending.flat_ = tensor;
     return pending;
   }
-  std::vector<at::Tensor> inputs{tensor.contiguous()};
-  std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int i = 0; i < size_; ++i) outputs[0].push_back(at::empty_like(inputs[0]));
-  pending.parts_ = outputs[0];  // the same tensors: Gloo writes into them
+  pending.members_ = size_;
+  // One flat buffer (the backend's native all-gather, NCCL's and Gloo's alike): no per-member
+  // tensors to allocate and concatenate.
+  at::Tensor input = tensor.contiguous();
+  std::vector<int64_t> shape = input.sizes().vec();
+  SPMD_ASSERT(!shape.empty(), "all-gather of a 0-dim tensor over group '{}'", name_);
+  shape[0] *= size_;
+  pending.flat_ = at::empty(shape, input.options());  // the members' tensors one after another along dim 0
   pending.work_.group_ = this;
   pending.work_.what_ = "all-gather";
-  pending.work_.work_ = backend_->allgather(outputs, inputs);
+  pending.work_.work_ = backend_->_allgather_base(pending.flat_, input);
   return pending;
 }
 
 at::Tensor PendingGather::wait() {
   work_.wait();
-  at::Tensor result = parts_.size() == 1 ? parts_[0] : at::cat(parts_, dim_);
-  parts_.clear();
-  return result;
+  at::Tensor stacked = std::move(flat_);
+  flat_ = at::Tensor();
+  if (members_ == 1 || dim_ == 0) return stacked;
+  // (members * d0, ...) -> (members, d0, ...) -> the members' blocks side by side along dim_.
+  std::vector<int64_t> per_member = stacked.sizes().vec();
+  per_member[0] /= members_;
+  per_member.insert(per_member.begin(), members_);
+  return stacked.view(per_member).movedim(0, dim_).flatten(dim_, dim_ + 1);
 }
 
 at::Tensor Group::reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) const {
   if (size_ == 1) return tensor;
-  if (kind_ == "nccl") {
-    std::vector<at::Tensor> chunks = tensor.contiguous().chunk(size_, dim);
-    std::vector<std::vector<at::Tensor>> inputs(1);
-    for (auto& c : chunks) inputs[0].push_back(c.contiguous());
-    std::vector<at::Tensor> outputs{at::empty_like(inputs[0][static_cast<size_t>(rank_)])};
-    wait("reduce-scatter", backend_->reduce_scatter(outputs, inputs, c10d::ReduceScatterOptions{}));
-    return outputs[0];
-  }
-  // Gloo in libtorch 1.13 has no reduce-scatter: all-reduce, then keep our chunk.
-  at::Tensor sum = tensor.contiguous().clone();
-  all_reduce_sum(sum);
-  return sum.chunk(size_, dim)[rank_].contiguous();
+  if (dim < 0) dim += tensor.dim();
+  SPMD_ASSERT(tensor.size(dim) % size_ == 0, "reduce-scatter of {} along dim {} over group '{}' ({} ranks)",
+              tensor.sizes().vec(), dim, name_, size_);
+  // One flat buffer holding the members' chunks in member order: the backend's native reduce-scatter.
+  std::vector<int64_t> split = tensor.sizes().vec();
+  split[static_cast<size_t>(dim)] /= size_;
+  split.insert(split.begin() + dim, size_);  // (..., members, chunk, ...)
+  const at::Tensor chunks = tensor.reshape(split).movedim(dim, 0).contiguous();  // (members, chunk's shape)
+  at::Tensor output = at::empty(chunks.sizes().slice(1), chunks.options());
+  at::Tensor input = chunks.flatten(0, 1);  // the chunks one after another along dim 0, as the backends take them
+  wait("reduce-scatter", backend_->_reduce_scatter_base(output, input, c10d::ReduceScatterOptions{}));
+  return output;
 }
 
 void Group::broadcast(at::Tensor& tensor, int root) const {
@@ -147,6 +163,12 @@ void Group::receive(at::Tensor& tensor, int peer, int tag) const {
 void Group::barrier() const {
   if (size_ == 1) return;
   wait("barrier", backend_->barrier());
+}
+
+void Group::close(bool abort) const {
+  if (!backend_ || kind_ != "nccl") return;
+  if (abort) backend_->abort();
+  else backend_->shutdown();
 }
 
 }  // namespace spmd

@@ -47,7 +47,8 @@ class PendingGather {
  private:
   friend class Group;
   PendingCollective work_;
-  std::vector<at::Tensor> parts_;  // every member's tensor, filled in by the collective
+  at::Tensor flat_;  // every member's tensor one after another along dim 0, filled in by the collective
+  int64_t members_ = 1;  // 1: flat_ is the tensor itself (a group of one)
   int64_t dim_ = 0;
 };
 
@@ -59,7 +60,7 @@ inline const Group& group_from_handle(int64_t handle) { return *reinterpret_cast
 class Group {
  public:
   Group() = default;
-  // `kind` is the backend's name ("gloo" | "nccl"): NCCL has a native reduce-scatter.
+  // `kind` is the backend's name ("gloo" | "nccl"): NCCL's waits leave the host free.
   Group(c10::intrusive_ptr<compat::BackendBase> backend, std::string kind, int rank, int size, std::string name,
         std::chrono::milliseconds timeout);
   ~Group();
@@ -87,6 +88,9 @@ class Group {
   // blocks, bounded by the group's timeout, and fills a contiguous tensor of the sent shape.
   PendingCollective send_async(const at::Tensor& tensor, int peer, int tag) const;
   void receive(at::Tensor& tensor, int peer, int tag) const;
+  // Tears the backend down before exit (NCCL wants it; a no-op for Gloo and groups of one):
+  // gracefully, or aborting in-flight work when `abort` (an error is unwinding; a peer may be gone).
+  void close(bool abort) const;
 
  private:
   friend class PendingCollective;

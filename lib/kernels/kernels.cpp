@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include <ATen/ops/_foreach_norm.h>
 #include <fmt/ranges.h>
 
 #include "kernels/cpu/fused_adamw.h"
@@ -75,14 +76,18 @@ at::Tensor explicit_causal_attention(const at::Tensor& qkv, const at::Tensor& dr
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
   at::Tensor causal = at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
   at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
-  if (dropout_mask.defined()) probs = probs * dropout_mask;
+  if (dropout_mask.defined()) probs = (probs * dropout_mask).to(v.scalar_type());  // the mask is float32
   return at::matmul(probs, v).transpose(1, 2);
 }
 }  // namespace
 
-at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask) {
+at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask, at::ScalarType operand_dtype) {
   SPMD_ASSERT(qkv.dim() == 5 && qkv.size(2) == 3, "causal_attention: qkv must be (B, T, 3, H, D), got {}",
               qkv.sizes().vec());
+  // Reduced-precision operands (bf16): libtorch's attention on them (flash kernels on CUDA, as
+  // PyTorch's autocast runs it), the result back in qkv's dtype.
+  if (c10::isReducedFloatingType(operand_dtype) && operand_dtype != qkv.scalar_type())
+    return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype).to(qkv.scalar_type());
   if (cpu::fused_attention_supports(qkv, dropout_mask)) return cpu::fused_causal_attention(qkv, dropout_mask);
 #if SPMD_HAS_SDPA
   // libtorch's fused attention (flash / memory-efficient on CUDA). Its own dropout is not a
@@ -129,6 +134,18 @@ at::Tensor sum_of_squares(const at::Tensor& t) {
   // On the host the double is already there: wrap it rather than launch tensor ops.
   if (cpu::fused_sum_of_squares_supports(t)) return at::scalar_tensor(cpu::fused_sum_of_squares(t), at::kDouble);
   return t.to(at::kDouble).pow(2).sum();  // stays on t's device: no host sync
+}
+
+at::Tensor sum_of_squares(const std::vector<at::Tensor>& tensors, c10::Device device) {
+  const auto options = at::TensorOptions().dtype(at::kDouble).device(device);
+  if (tensors.empty()) return at::zeros({}, options);
+  if (device.is_cpu()) {
+    double total = 0;
+    for (const auto& t : tensors) total += sum_of_squares(t).item<double>();
+    return at::scalar_tensor(total, options);
+  }
+  const std::vector<at::Tensor> norms = at::_foreach_norm(tensors, 2, at::kDouble);  // accumulated in double
+  return at::stack(norms).square().sum();
 }
 
 }  // namespace spmd::kernels

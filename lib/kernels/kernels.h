@@ -37,8 +37,10 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
 // softmax(Q K^T / sqrt(D) + causal mask) V for qkv (B, T, 3, H, D) -> y (B, T, H, D).
 // dropout_mask: undefined, or (B, H, T, T) multipliers of the probabilities (0 or 1/(1-p)):
 // y = (softmax(...) * dropout_mask) V, so dropout is the caller's pure function of global indices
-// on every device.
-at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor());
+// on every device. operand_dtype: bf16 (the model's matmul dtype) runs the products on bf16
+// operands (CUDA's flash kernels take them), y back in qkv's dtype; float32 changes nothing.
+at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor(),
+                            at::ScalarType operand_dtype = at::kFloat);
 
 // Decoding: queries q (B, T, H, D) at the last T of the S positions whose keys and values k, v
 // (B, S, H, D) hold; query i sees keys 0 .. S - T + i. No dropout. (B, T, H, D).
@@ -65,5 +67,9 @@ void adamw_update(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor&
 
 // sum(t^2) accumulated in double, as a 0-dim float64 tensor on t's device (no host sync).
 at::Tensor sum_of_squares(const at::Tensor& t);
+
+// The sum of sum(t^2) over `tensors` (all on `device`), accumulated in double, as a 0-dim float64
+// tensor on `device`: the fused loop on the CPU, one foreach norm elsewhere (no float64 copies).
+at::Tensor sum_of_squares(const std::vector<at::Tensor>& tensors, c10::Device device);
 
 }  // namespace spmd::kernels

@@ -21,7 +21,8 @@ class AdamW {
 
   // The same update decided on the device, for devices whose numbers are read lazily (CUDA):
   // `grad_scale` and `apply` are 0-dim tensors there (float64, bool). Where `apply` is false the
-  // parameters, moments and step count stay as they were. No host synchronization.
+  // parameters, moments and step count stay as they were. No host synchronization. libtorch's
+  // fused AdamW (at::_fused_adamw_); the gradients are left multiplied by `grad_scale`.
   void step_on_device(double lr, const at::Tensor& grad_scale, const at::Tensor& apply);
 
   // Updates applied so far (the bias correction's t); reads the device counter if one is kept.
@@ -37,7 +38,7 @@ class AdamW {
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_;
   double beta1_, beta2_, eps_ = 1e-8, weight_decay_;
   int64_t steps_ = 0;
-  at::Tensor device_steps_;  // step_on_device's t (0-dim float64); undefined until it is used
+  at::Tensor device_steps_;  // step_on_device's t (0-dim float32, as the fused kernel reads it); undefined until it is used
 };
 
 // Linear warmup, then cosine decay to min_lr at decay_steps, then min_lr (nanoGPT's schedule).

@@ -104,4 +104,65 @@ at::Tensor dropout_mask_block(const std::vector<int64_t>& local_shape, const std
   return mask;
 }
 
+namespace {
+// The uint64 arithmetic of splitmix64 on int64 tensors (same bits: two's-complement products and
+// sums wrap mod 2^64). ATen's >> on int64 is arithmetic, hence the mask for a logical shift.
+int64_t bits_of(uint64_t x) { return static_cast<int64_t>(x); }
+
+at::Tensor logical_shift_right(const at::Tensor& x, int k) {
+  return at::bitwise_and(at::bitwise_right_shift(x, k), bits_of(~0ull >> k));
+}
+
+at::Tensor splitmix64_of(at::Tensor x) {
+  x = x + bits_of(0x9E3779B97F4A7C15ull);
+  x = at::bitwise_xor(x, logical_shift_right(x, 30)) * bits_of(0xBF58476D1CE4E5B9ull);
+  x = at::bitwise_xor(x, logical_shift_right(x, 27)) * bits_of(0x94D049BB133111EBull);
+  return at::bitwise_xor(x, logical_shift_right(x, 31));
+}
+
+// The global element index of every element of the block, (local_shape) int64 on `device`.
+at::Tensor global_indices(c10::Device device, const std::vector<int64_t>& local_shape,
+                          const std::vector<int64_t>& global_shape, const std::vector<int64_t>& offset) {
+  const auto options = at::TensorOptions().dtype(at::kLong).device(device);
+  at::Tensor index = at::zeros(local_shape, options);
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(local_shape.size()) - 1; d >= 0; --d) {
+    std::vector<int64_t> along(local_shape.size(), 1);
+    along[static_cast<size_t>(d)] = local_shape[static_cast<size_t>(d)];
+    index.add_((at::arange(local_shape[static_cast<size_t>(d)], options) + offset[static_cast<size_t>(d)]).view(along) * stride);
+    stride *= global_shape[static_cast<size_t>(d)];
+  }
+  return index;
+}
+}  // namespace
+
+at::Tensor dropout_mask_block_on(c10::Device device, const std::vector<int64_t>& local_shape,
+                                 const std::vector<int64_t>& global_shape, const std::vector<int64_t>& offset,
+                                 uint64_t seed, uint64_t stream, double p) {
+  // The integer temporaries are 8 bytes an element, a few at once: a large block (an attention
+  // mask is B H T T) is drawn a few leading rows at a time into the float mask.
+  constexpr int64_t kElementsAtOnce = int64_t{1} << 24;
+  int64_t numel = 1;
+  for (int64_t s : local_shape) numel *= s;
+  if (numel > kElementsAtOnce && local_shape[0] > 1) {
+    const int64_t rows = std::max<int64_t>(1, kElementsAtOnce / (numel / local_shape[0]));
+    at::Tensor mask = at::empty(local_shape, at::TensorOptions().dtype(at::kFloat).device(device));
+    for (int64_t start = 0; start < local_shape[0]; start += rows) {
+      std::vector<int64_t> part = local_shape, part_offset = offset;
+      part[0] = std::min(rows, local_shape[0] - start);
+      part_offset[0] += start;
+      mask.narrow(0, start, part[0]).copy_(dropout_mask_block_on(device, part, global_shape, part_offset, seed, stream, p));
+    }
+    return mask;
+  }
+  const at::Tensor index = global_indices(device, local_shape, global_shape, offset);
+  const at::Tensor bits = splitmix64_of(at::bitwise_xor(index, bits_of(stream_key(seed, stream))));
+  // dropout_run's test ((bits >> 11) + 1) > p 2^53 in integers: k > x <=> k > floor(x) for integer k.
+  const auto threshold = static_cast<int64_t>(std::floor(p * 9007199254740992.0));
+  const at::Tensor keep = (logical_shift_right(bits, 11) + 1) > threshold;
+  const float keep_scale = static_cast<float>(1.0 / (1.0 - p));
+  return at::where(keep, at::scalar_tensor(keep_scale, at::TensorOptions().device(device)),
+                   at::scalar_tensor(0.0f, at::TensorOptions().device(device)));
+}
+
 }  // namespace spmd

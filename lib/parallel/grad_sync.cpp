@@ -178,13 +178,14 @@ std::vector<at::Tensor> GradientSync::exchange_with_holders(const at::Tensor& mi
 at::Tensor global_grad_norm(const ShardedModel& model) {
   const auto& layout = model.layout();
   const int64_t rank = model.comm().rank();
-  // Accumulated on the device in double, in parameter order: no host sync until someone reads it.
-  at::Tensor total = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(model.comm().device()));
+  // Accumulated on the device in double: no host sync until someone reads it.
+  std::vector<at::Tensor> grads;
   for (size_t i = 0; i < model.params().size(); ++i) {
     if (!layout.params[i].sharding.is_primary_replica(rank)) continue;
     const at::Tensor& g = model.params()[i].grad();
-    if (g.defined()) total.add_(kernels::sum_of_squares(g));
+    if (g.defined()) grads.push_back(g);
   }
+  at::Tensor total = kernels::sum_of_squares(grads, model.comm().device()).reshape({1});
   model.comm().world().all_reduce_sum(total);
   return total.sqrt_().reshape({});
 }

@@ -166,8 +166,10 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
     mask = dropout(at::ones({B, H, T, T}, qkv.options()), dropout_site, kProbs);
   }
   // Selective recomputation (Megatron's): the attention core, whose probabilities are (T, T) per head.
-  if (remat_ == Remat::kSelective) return recomputed(qkv, [mask](const at::Tensor& in) { return kernels::causal_attention(in, mask); });
-  return kernels::causal_attention(qkv, mask);
+  const at::ScalarType operands = matmul_dtype();  // bf16 matmuls: bf16 attention too
+  if (remat_ == Remat::kSelective)
+    return recomputed(qkv, [mask, operands](const at::Tensor& in) { return kernels::causal_attention(in, mask, operands); });
+  return kernels::causal_attention(qkv, mask, operands);
 }
 
 at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) {
@@ -192,9 +194,11 @@ at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, co
     offset[d] = layout.mesh.index_along(model_.comm().rank(), axes) * block;
     if (batch) offset[d] += microbatch_.index * local[d];
   }
-  at::Tensor mask = dropout_mask_block(local, global, offset, seed_,
-                                       stream_id(fmt::format("{}@step{}", site, step_)), p);
-  if (mask.device() != x.device()) mask = mask.to(x.device());  // built on the host
+  const uint64_t stream = stream_id(fmt::format("{}@step{}", site, step_));
+  // Drawn where x lives: the hand-vectorized loop on the CPU, ATen integer ops on a GPU (no host
+  // work, no copy); both give the same bits.
+  const at::Tensor mask = x.is_cpu() ? dropout_mask_block(local, global, offset, seed_, stream, p)
+                                     : dropout_mask_block_on(x.device(), local, global, offset, seed_, stream, p);
   return x * mask;
 }
 

@@ -23,7 +23,14 @@ double ms_since(Clock::time_point start) { return std::chrono::duration<double, 
 
 // (rows, seq) int64 tensor on `device` over a batch's token vector (copied: the batch goes away).
 at::Tensor to_tensor(const std::vector<int64_t>& tokens, int64_t rows, int64_t seq, c10::Device device) {
-  return at::from_blob(const_cast<int64_t*>(tokens.data()), {rows, seq}, at::kLong).to(device, false, /*copy=*/true);
+  const at::Tensor host = at::from_blob(const_cast<int64_t*>(tokens.data()), {rows, seq}, at::kLong);
+  if (device.is_cpu()) return host.clone();
+  // A copy from pageable memory would wait for everything queued on the GPU; from pinned memory
+  // it is queued too, and the host runs on (the caching host allocator keeps the buffer until
+  // the copy is done).
+  at::Tensor pinned = at::empty({rows, seq}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+  pinned.copy_(host);
+  return pinned.to(device, /*non_blocking=*/true);
 }
 
 // Mean over the data-parallel ranks of each rank's mean loss: the global batch's mean, as a
@@ -90,7 +97,7 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
                           : std::make_unique<Communicator>(rendezvous, layout.mesh, runtime);
   // Every rank picks its BLAS now (a timed choice), not inside the first step's parallel region.
   const std::string blas = kernels::cpu::blas_description();
-  if (s.comm->rank() == 0) fmt::print("{}; BLAS {}\n", runtime.reason, blas);
+  if (s.comm->rank() == 0) fmt::print("{}; BLAS {}\n", s.comm->runtime().reason, blas);  // after the ranks compared GPUs
   const int64_t dp_size = layout.dp_size(), dp_index = layout.dp_index(s.comm->rank());
   s.loader = std::make_unique<DataLoader>(s.train_data, config.data.batch_size, config.model.block_size,
                                           config.train.seed, dp_index, dp_size, /*prefetch=*/2,
@@ -142,6 +149,14 @@ StepResult train_step(TrainState& s) {
   result.timings.pipeline_wait_ms = s.stage_link->receive_wait_ms() - wait_start;
   result.timings.total_ms = ms_since(start);
   ++s.step;
+  return result;
+}
+
+StepResult train_step_synchronized(TrainState& s) {
+  const auto start = Clock::now();
+  StepResult result = train_step(s);
+  synchronize(s.comm->device());  // the device's queued work is part of the step
+  result.timings.total_ms = ms_since(start);
   return result;
 }
 

@@ -69,6 +69,12 @@ struct StepResult {
 // reads_every_step, else from check_health at the next read).
 StepResult train_step(TrainState& state);
 
+// train_step timed to a synchronized end: on CUDA train_step only queues the device's work, so
+// its own total_ms is host time. This waits for the device and makes total_ms the whole step's
+// wall time (on the CPU the same step, timed the same way). Benchmarks time with it; training
+// never waits.
+StepResult train_step_synchronized(TrainState& state);
+
 // Where numbers are read lazily: reads the device-side verdict of the steps since the last call
 // (a sync). Throws RuntimeError naming the first non-finite step unless train.skip_nonfinite;
 // returns how many steps were skipped since the last call.

@@ -4,16 +4,12 @@
 #include <doctest/doctest.h>
 
 #include "comm/backend.h"
+#include "skip_without_gpu.h"
 #include "training_fixture.h"
 
 using namespace spmd::test;
 
 namespace {
-bool skip_without_gpu() {
-  if (spmd::built_with_cuda() && spmd::visible_gpus() > 0) return false;
-  MESSAGE("SKIP: no GPU (" << (spmd::built_with_cuda() ? "no GPU visible" : "built without CUDA") << ")");
-  return true;
-}
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
   a.insert(a.end(), more.begin(), more.end());
@@ -30,7 +26,9 @@ const TestMesh kHybrid2x2{"hybrid-2x2", "[2,2]", "[data,model]", kTpRules};
 TestMesh fsdp(int n) { return {"fsdp-" + std::to_string(n), "[" + std::to_string(n) + "]", "[fsdp]", test_mesh("fsdp-8").rules}; }
 }  // namespace
 
-TEST_CASE("cuda: one CUDA rank over NCCL follows one CPU process to float32 tolerance") {
+// A [1,1] mesh runs as one process with no process group (test_nccl_group.cpp builds one):
+// this is the CUDA-vs-CPU check of the model, the kernels and the optimizer.
+TEST_CASE("cuda: one CUDA process follows one CPU process to float32 tolerance") {
   if (skip_without_gpu()) return;
   TinyRun run;
   for (const char* dropout : {"0.0", "0.1"}) {

@@ -58,3 +58,32 @@ TEST_CASE("rng: the dropout mask is a fixed function of (seed, stream, index)") 
   for (size_t i = 0; i < dropped.size(); ++i) CHECK(zeros[static_cast<int64_t>(i)].item<int64_t>() == dropped[i]);
   CHECK(at::allclose(mask.masked_select(mask != 0), at::full({1}, 1.0f / 0.7f)));
 }
+
+TEST_CASE("rng: the mask made with ATen integer ops (the GPU's) has the CPU loop's bits") {
+  // dropout_mask_block_on is what a GPU runs; on the CPU both implementations exist, so every
+  // bit must agree: blocks at offsets, odd shapes, several p (0.5's threshold is a power of two).
+  const std::vector<int64_t> global{4, 6, 70};
+  for (double p : {0.1, 0.3, 0.5, 0.9}) {
+    for (std::vector<int64_t> offset : {std::vector<int64_t>{0, 0, 0}, {2, 3, 0}, {1, 0, 35}}) {
+      CAPTURE(p);
+      CAPTURE(offset);
+      const std::vector<int64_t> shape{2, 3, 35};
+      const at::Tensor loop = dropout_mask_block(shape, global, offset, 11, stream_id("attn@step2"), p);
+      const at::Tensor aten = dropout_mask_block_on(at::kCPU, shape, global, offset, 11, stream_id("attn@step2"), p);
+      CHECK((aten.scalar_type() == at::kFloat));
+      CHECK(aten.sizes() == loop.sizes());
+      CHECK(at::equal(aten, loop));
+    }
+  }
+  // Large global indices (a GPT-2 124M attention mask has ~2^31 elements per layer and batch).
+  const std::vector<int64_t> huge{64, 12, 1024, 1024};
+  const std::vector<int64_t> corner{1, 2, 3, 1024}, at_end{63, 10, 1021, 0};
+  CHECK(at::equal(dropout_mask_block_on(at::kCPU, corner, huge, at_end, 5, 99, 0.1),
+                  dropout_mask_block(corner, huge, at_end, 5, 99, 0.1)));
+  // A block large enough to be drawn a few rows at a time (2^24 elements at once).
+  const std::vector<int64_t> big{8, 3, 1024, 1024}, big_block{6, 3, 1024, 1024}, big_offset{2, 0, 0, 0};
+  CHECK(at::equal(dropout_mask_block_on(at::kCPU, big_block, big, big_offset, 8, 1, 0.2),
+                  dropout_mask_block(big_block, big, big_offset, 8, 1, 0.2)));
+  // A 0-dim block.
+  CHECK(at::equal(dropout_mask_block_on(at::kCPU, {}, {}, {}, 3, 4, 0.5), dropout_mask_block({}, {}, {}, 3, 4, 0.5)));
+}

@@ -112,6 +112,32 @@ TEST_CASE("kernels::causal_attention: fused float32 and generic float64, with an
   CHECK_FALSE(kernels::cpu::fused_attention_supports(qkv, mask.to(at::kDouble)));
 }
 
+TEST_CASE("kernels::causal_attention: bfloat16 operands (model.matmul_dtype) within bf16 tolerance, float32 out") {
+  at::manual_seed(5);
+  const int64_t B = 2, T = 33, H = 2, D = 16;
+  const at::Tensor qkv = at::randn({B, T, 3, H, D}).requires_grad_(true);
+  const at::Tensor grad_out = at::randn({B, T, H, D});
+  for (bool with_mask : {false, true}) {
+    CAPTURE(with_mask);
+    const at::Tensor mask = with_mask ? (at::rand({B, H, T, T}) > 0.1).to(at::kFloat) / 0.9 : at::Tensor();
+    const at::Tensor y_ref = test::reference_attention(qkv.to(at::kDouble), with_mask ? mask.to(at::kDouble) : mask);
+    const at::Tensor g_ref = torch::autograd::grad({y_ref}, {qkv}, {grad_out.to(at::kDouble)})[0];
+    const at::Tensor y = kernels::causal_attention(qkv, mask, at::kBFloat16);
+    const at::Tensor g = torch::autograd::grad({y}, {qkv}, {grad_out})[0];
+    CHECK((y.scalar_type() == at::kFloat));
+    CHECK((g.scalar_type() == at::kFloat));
+    // bf16 keeps 8 significant bits: errors of a few 1e-3 relative to the outputs' scale (~1).
+    const double y_err = (y.to(at::kDouble) - y_ref).abs().max().item<double>();
+    const double g_err = (g.to(at::kDouble) - g_ref).abs().max().item<double>() / g_ref.abs().max().item<double>();
+    MESSAGE("bf16 attention: max |y - y_ref| " << y_err << ", max |g - g_ref| / max |g_ref| " << g_err);
+    CHECK(y_err < 5e-2);
+    CHECK(g_err < 5e-2);
+    // bf16 is in effect: the float32 kernel is much closer to the reference.
+    const double y_err_fp32 = (kernels::causal_attention(qkv, mask).to(at::kDouble) - y_ref).abs().max().item<double>();
+    CHECK(y_err > 10 * y_err_fp32);
+  }
+}
+
 TEST_CASE("kernels::bias_gelu: fused float32 and generic float64 / mixed-dtype bias") {
   at::manual_seed(8);
   at::Tensor h = (at::randn({4, 11, 24}) * 3).requires_grad_(true);

@@ -60,6 +60,75 @@ TEST_CASE("runtime: the rank's device is the CPU for a CPU run") {
   CHECK(rank_device(resolve_runtime(runtime("cpu", "gloo")), 3) == c10::Device(c10::kCPU));
 }
 
+namespace {
+ResolvedRuntime nccl_on_cuda(const std::string& asked) {
+  ResolvedRuntime r;
+  r.device = "cuda";
+  r.backend = "nccl";
+  r.asked_backend = asked;
+  r.reason = "runtime: device cuda (auto), backend nccl";
+  return r;
+}
+
+std::string usage_error_of_settling(const ResolvedRuntime& r, const std::vector<std::string>& gpu_ids) {
+  try {
+    settle_backend_for_gpus(r, gpu_ids);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("runtime: ranks on distinct GPUs keep NCCL, and a shared GPU makes auto fall back to Gloo") {
+  // One GPU per rank, on two hosts whose GPUs have the same bus ids: no clash.
+  const std::vector<std::string> distinct{"a/0000:3b:00.0", "a/0000:5e:00.0", "b/0000:3b:00.0", "b/0000:5e:00.0"};
+  for (const std::string asked : {"auto", "nccl"}) {
+    const ResolvedRuntime r = settle_backend_for_gpus(nccl_on_cuda(asked), distinct);
+    CHECK(r.backend == "nccl");
+    CHECK(r.reason == nccl_on_cuda(asked).reason);
+  }
+  // Ranks 1 and 3 were both given host a's second GPU (each its own CUDA_VISIBLE_DEVICES, say).
+  const std::vector<std::string> shared{"a/0000:3b:00.0", "a/0000:5e:00.0", "b/0000:3b:00.0", "a/0000:5e:00.0"};
+  const ResolvedRuntime fallback = settle_backend_for_gpus(nccl_on_cuda("auto"), shared);
+  CHECK(fallback.backend == "gloo");
+  CHECK(fallback.device == "cuda");
+  CHECK_MESSAGE(fallback.reason.find("ranks 1, 3 share GPU a/0000:5e:00.0") != std::string::npos, fallback.reason);
+  CHECK_MESSAGE(fallback.reason.find("falls back to gloo") != std::string::npos, fallback.reason);
+  // Gloo asked, or already chosen: nothing to settle.
+  ResolvedRuntime gloo = nccl_on_cuda("gloo");
+  gloo.backend = "gloo";
+  CHECK(settle_backend_for_gpus(gloo, shared).backend == "gloo");
+  CHECK(settle_backend_for_gpus(gloo, shared).reason == gloo.reason);
+}
+
+TEST_CASE("runtime: an asked nccl with two ranks on one GPU is a usage error naming the ranks and the GPU") {
+  const std::string message =
+      usage_error_of_settling(nccl_on_cuda("nccl"), {"n1/0000:01:00.0", "n1/0000:01:00.0", "n1/0000:01:00.0"});
+  CHECK_MESSAGE(message.find("runtime.backend: nccl") != std::string::npos, message);
+  CHECK_MESSAGE(message.find("ranks 0, 1, 2 share GPU n1/0000:01:00.0") != std::string::npos, message);
+  CHECK(usage_error_of_settling(nccl_on_cuda("nccl"), {"n1/0000:01:00.0", "n2/0000:01:00.0"}).empty());
+}
+
+TEST_CASE("runtime: the launcher's GPU check has nothing to refuse on the CPU or under auto") {
+  // Without a GPU (or under auto) nothing is compared; with one, an asked nccl with more local
+  // ranks than GPUs is refused before launch.
+  CHECK_NOTHROW(refuse_shared_gpus(runtime("cpu", "gloo"), 8));
+  CHECK_NOTHROW(refuse_shared_gpus(runtime("auto", "auto"), 8));
+  if (visible_gpus() > 0) {
+    const std::string why = [&] {
+      try {
+        refuse_shared_gpus(runtime("cuda", "nccl"), visible_gpus() + 1);
+      } catch (const UsageError& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    }();
+    CHECK_MESSAGE(why.find("share GPU") != std::string::npos, why);
+    CHECK_NOTHROW(refuse_shared_gpus(runtime("cuda", "nccl"), visible_gpus()));
+  }
+}
+
 TEST_CASE("test hooks: SPMD_TEST_HOOKS parses its three hooks and refuses anything else") {
   const TestHooks none = parse_test_hooks("");
   CHECK(none.nan_loss_at_step == -1);

@@ -1,0 +1,59 @@
+// The device-side pieces a GPU step runs, against their CPU forms: the dropout mask drawn on the
+// GPU (same bits), the foreach gradient norm (double accumulation) and the fused AdamW.
+#include <ATen/ATen.h>
+
+#include "kernels/kernels.h"
+#include "optim/adamw.h"
+#include "parallel/counter_rng.h"
+
+// libtorch pulls in glog, whose CHECK would silently replace doctest's.
+#undef CHECK
+#include "skip_without_gpu.h"
+
+using namespace spmd;
+using spmd::test::skip_without_gpu;
+
+TEST_CASE("cuda kernels: the dropout mask drawn on the GPU has the CPU's bits") {
+  if (skip_without_gpu()) return;
+  const std::vector<int64_t> global{8, 12, 256, 256}, local{4, 6, 256, 256}, offset{4, 6, 0, 0};
+  const at::Tensor cpu = dropout_mask_block(local, global, offset, 42, stream_id("h.3.attn_dropout@step7"), 0.1);
+  const at::Tensor gpu =
+      dropout_mask_block_on(c10::Device(c10::kCUDA, 0), local, global, offset, 42, stream_id("h.3.attn_dropout@step7"), 0.1);
+  CHECK(gpu.is_cuda());
+  CHECK(at::equal(gpu.cpu(), cpu));
+}
+
+TEST_CASE("cuda kernels: the foreach gradient norm equals the CPU's double sum") {
+  if (skip_without_gpu()) return;
+  at::manual_seed(9);
+  std::vector<at::Tensor> cpu, gpu;
+  for (int64_t n : {768 * 2304, 768, 50304 * 768 / 64, 3}) {
+    cpu.push_back(at::randn({n}));
+    gpu.push_back(cpu.back().cuda());
+  }
+  const double on_cpu = kernels::sum_of_squares(cpu, at::kCPU).item<double>();
+  const at::Tensor on_gpu = kernels::sum_of_squares(gpu, c10::Device(c10::kCUDA, 0));
+  CHECK(on_gpu.is_cuda());
+  CHECK((on_gpu.scalar_type() == at::kDouble));
+  CHECK(on_gpu.item<double>() == doctest::Approx(on_cpu).epsilon(1e-12));
+}
+
+TEST_CASE("cuda kernels: the fused AdamW on the GPU equals ours on the CPU to 1e-6") {
+  if (skip_without_gpu()) return;
+  TrainConfig config;
+  config.weight_decay = 0.1;
+  at::manual_seed(4);
+  const at::Tensor w = at::randn({256, 64}) * 0.02;
+  at::Tensor host = w.clone().set_requires_grad(true), device = w.cuda().set_requires_grad(true);
+  AdamW on_host({host}, {true}, config), on_device({device}, {true}, config);
+  for (int step = 0; step < 5; ++step) {
+    const at::Tensor g = at::randn({256, 64});
+    host.mutable_grad() = g.clone();
+    device.mutable_grad() = g.cuda();
+    on_host.step(1e-3, 0.5);
+    on_device.step_on_device(1e-3, at::full({}, 0.5, device.options().dtype(at::kDouble)),
+                             at::ones({}, device.options().dtype(at::kBool)));
+  }
+  CHECK(at::allclose(device.detach().cpu(), host.detach(), 1e-6, 1e-7));
+  CHECK(on_device.steps_taken() == 5);
+}
