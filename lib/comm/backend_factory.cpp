@@ -17,7 +17,7 @@
 namespace spmd {
 
 namespace {
-c10::intrusive_ptr<compat::BackendBase> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                   std::chrono::milliseconds timeout, const std::string& address) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
@@ -29,7 +29,7 @@ c10::intrusive_ptr<compat::BackendBase> make_gloo(const c10::intrusive_ptr<c10d:
 }
 
 #ifdef SPMD_WITH_CUDA
-c10::intrusive_ptr<compat::BackendBase> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                   std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;  // the watchdog tears the process down when a collective outlives it
@@ -38,7 +38,7 @@ c10::intrusive_ptr<compat::BackendBase> make_nccl(const c10::intrusive_ptr<c10d:
 #endif
 }  // namespace
 
-c10::intrusive_ptr<compat::BackendBase> make_backend(const std::string& kind, const c10::intrusive_ptr<c10d::Store>& store,
+c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& kind, const c10::intrusive_ptr<c10d::Store>& store,
                                                      int rank, int size, std::chrono::milliseconds timeout,
                                                      const std::string& gloo_address) {
   if (kind == "gloo") return make_gloo(store, rank, size, timeout, gloo_address);

@@ -4,9 +4,8 @@
 #include <string>
 
 #include <c10/util/intrusive_ptr.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>  // completes compat::BackendBase in 1.13 and 2.x
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>  // completes c10d::Backend
 
-#include "util/torch_compat.h"
 
 namespace c10d {
 class Store;
@@ -17,7 +16,7 @@ namespace spmd {
 // A backend of `kind` ("gloo" | "nccl") for `size` ranks meeting through `store` (a PrefixStore
 // unique to the group), every operation bounded by `timeout`. Gloo binds to `gloo_address`, or,
 // when empty, to GLOO_SOCKET_IFNAME's interface or this host's name.
-c10::intrusive_ptr<compat::BackendBase> make_backend(const std::string& kind, const c10::intrusive_ptr<c10d::Store>& store,
+c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& kind, const c10::intrusive_ptr<c10d::Store>& store,
                                                      int rank, int size, std::chrono::milliseconds timeout,
                                                      const std::string& gloo_address);
 

@@ -9,7 +9,7 @@
 
 #include "util/error.h"
 #include "util/exception_text.h"
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>  // the backend base and its options, in 1.13 and 2.x
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>  // the backend base and its options
 
 namespace spmd {
 
@@ -19,7 +19,7 @@ std::atomic<int64_t> g_collective_ns{0};
 
 int64_t collective_time_ns() { return g_collective_ns.load(); }
 
-Group::Group(c10::intrusive_ptr<compat::BackendBase> backend, std::string kind, int rank, int size, std::string name,
+Group::Group(c10::intrusive_ptr<c10d::Backend> backend, std::string kind, int rank, int size, std::string name,
              std::chrono::milliseconds timeout)
     : backend_(std::move(backend)), kind_(std::move(kind)), rank_(rank), size_(size), name_(std::move(name)), timeout_(timeout) {}
 Group::~Group() = default;

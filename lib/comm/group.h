@@ -9,11 +9,10 @@
 #include <ATen/ATen.h>
 #include <c10/util/intrusive_ptr.h>
 
-#include "util/torch_compat.h"
-
 namespace c10d {
+class Backend;
 class Work;
-}
+}  // namespace c10d
 
 namespace spmd {
 
@@ -61,7 +60,7 @@ class Group {
  public:
   Group() = default;
   // `kind` is the backend's name ("gloo" | "nccl"): NCCL's waits leave the host free.
-  Group(c10::intrusive_ptr<compat::BackendBase> backend, std::string kind, int rank, int size, std::string name,
+  Group(c10::intrusive_ptr<c10d::Backend> backend, std::string kind, int rank, int size, std::string name,
         std::chrono::milliseconds timeout);
   ~Group();
   Group(const Group&);
@@ -96,7 +95,7 @@ class Group {
   friend class PendingCollective;
   void wait(const char* what, c10::intrusive_ptr<c10d::Work> work) const;
 
-  c10::intrusive_ptr<compat::BackendBase> backend_;
+  c10::intrusive_ptr<c10d::Backend> backend_;
   std::string kind_ = "self";
   int rank_ = 0;
   int size_ = 1;

@@ -13,7 +13,6 @@
 #include "kernels/cpu/fused_linear.h"
 #include "kernels/cpu/sum_of_squares.h"
 #include "util/error.h"
-#include "util/torch_compat.h"  // SPMD_HAS_SDPA
 
 namespace spmd::kernels {
 
@@ -89,14 +88,12 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
   if (c10::isReducedFloatingType(operand_dtype) && operand_dtype != qkv.scalar_type())
     return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype).to(qkv.scalar_type());
   if (cpu::fused_attention_supports(qkv, dropout_mask)) return cpu::fused_causal_attention(qkv, dropout_mask);
-#if SPMD_HAS_SDPA
   // libtorch's fused attention (flash / memory-efficient on CUDA). Its own dropout is not a
   // function of global indices, so a mask takes the explicit path.
   if (!dropout_mask.defined())
     return at::scaled_dot_product_attention(head_major(qkv, 0), head_major(qkv, 1), head_major(qkv, 2), {}, 0.0,
                                             /*is_causal=*/true)
         .transpose(1, 2);
-#endif
   return explicit_causal_attention(qkv, dropout_mask);
 }
 

@@ -90,15 +90,15 @@ c10::DataPtr allocate_block(size_t n) {
   return {data, data, &release, cpu};
 }
 
-// libtorch 1.13 and 2.0-2.2 declare `allocate(size_t) const`, later versions `allocate(size_t)`:
-// both are defined, and whichever the base declares is the override.
+// libtorch 2.0-2.2 declare `allocate(size_t) const`, later versions `allocate(size_t)`: both are
+// defined, and whichever the base declares is the override.
 struct CachingCpuAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t n) const { return allocate_block(n); }
   c10::DataPtr allocate(size_t n) { return allocate_block(n); }
 
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
-  // Required by libtorch 2.x's Allocator (absent from 1.13's, where this is just a member).
+  // Required by libtorch 2.x's Allocator.
   void copy_data(void* dest, const void* src, std::size_t count) const {
     if (count > 0) std::memcpy(dest, src, count);
   }

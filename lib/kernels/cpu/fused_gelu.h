@@ -1,6 +1,6 @@
 // GPT-2's tanh-approximate GELU of (x + bias) as one autograd node with one pass over memory each
 // way. Uses 0.5 (1 + tanh(u)) = sigmoid(2u), so the only transcendental is one exp per element
-// (libtorch 1.13's vectorized tanh costs about four exps). test_fused_gelu checks it against
+// (libtorch's vectorized tanh cost about four exps when measured). test_fused_gelu checks it against
 // at::gelu(x + bias, "tanh"). Callers outside lib/kernels use kernels::bias_gelu (kernels/kernels.h).
 #pragma once
 #include <ATen/ATen.h>
