@@ -47,7 +47,7 @@ at::Tensor gather_in_backward(AutogradContext* ctx, const at::Tensor& shard, con
 // The gathered weight as the (K, N) operand of x (rows, K).
 at::Tensor as_matrix(const at::Tensor& w, int64_t k, bool transposed) { return transposed ? w.t() : w.reshape({k, -1}); }
 
-// An absent bias travels as an empty tensor: 1.13's autograd does not take undefined inputs.
+// An absent bias travels as an empty tensor, so every autograd input is a defined tensor.
 struct FsdpLinear : torch::autograd::Function<FsdpLinear> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& shard,
                             const at::Tensor& bias, const FsdpGathers* gathers, bool transposed,

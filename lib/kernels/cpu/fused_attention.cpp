@@ -144,8 +144,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
-  // The mask is passed by pointer: it needs no gradient, and an undefined tensor input trips 1.13's
-  // autograd bookkeeping.
+  // The mask is passed by pointer: it needs no gradient and may be absent.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv_in, const at::Tensor* mask_in) {
     const at::Tensor qkv = qkv_in.contiguous();
     const at::Tensor mask = mask_in->defined() ? mask_in->contiguous() : at::Tensor();

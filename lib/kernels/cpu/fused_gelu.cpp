@@ -72,7 +72,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct FusedBiasGelu : torch::autograd::Function<FusedBiasGelu> {
-  // No bias is an empty tensor: 1.13's autograd does not take undefined tensor inputs.
+  // No bias is an empty tensor, so every autograd input is a defined tensor.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& bias_in) {
     const at::Tensor x = x_in.contiguous();
     at::Tensor y = at::empty_like(x), grad = at::empty_like(x);

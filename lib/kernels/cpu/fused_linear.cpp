@@ -65,7 +65,7 @@ LinearGrads gemm_backward(const at::Tensor& x_in, const at::Tensor& w, const at:
 }
 
 struct FusedLinear : torch::autograd::Function<FusedLinear> {
-  // No bias is an empty tensor: 1.13's autograd does not take undefined tensor inputs.
+  // No bias is an empty tensor, so every autograd input is a defined tensor.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& bias) {
     const at::Tensor x = x_in.contiguous();
     ctx->save_for_backward({x, w});
