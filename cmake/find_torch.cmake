@@ -27,6 +27,8 @@ if(_torch_has_cuda AND NOT SPMD_CUDA STREQUAL "OFF")
 endif()
 
 if(NOT _torch_has_cuda OR CUDAToolkit_FOUND)
+  # This libtorch's package, whatever an earlier configure of the same build folder cached.
+  set(Torch_DIR "${_torch_cmake_dir}" CACHE PATH "Torch's CMake package" FORCE)
   find_package(Torch REQUIRED)
   set(SPMD_CUDA_OFF_REASON "")
   if(NOT _torch_has_cuda)
