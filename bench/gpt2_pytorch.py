@@ -26,6 +26,9 @@ from torch.nn import functional as F
 PRESETS = {
     "gpt2-124m": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50257),
     "tiny": dict(n_layer=2, n_head=4, n_embd=64, block_size=64, vocab_size=50257),
+    # nanoGPT's CPU runs on char-level shakespeare (configs/bench/baby.yaml, shakespeare-char.yaml): no biases.
+    "baby": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=65, bias=False, batch=12),
+    "shakespeare-char": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65, bias=False, batch=64),
 }
 
 
@@ -34,9 +37,10 @@ class Block(nn.Module):
         super().__init__()
         C = c["n_embd"]
         self.n_head = c["n_head"]
-        self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
-        self.qkv, self.attn_out = nn.Linear(C, 3 * C), nn.Linear(C, C)
-        self.fc, self.mlp_out = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+        bias = c.get("bias", True)
+        self.ln1, self.ln2 = nn.LayerNorm(C, bias=bias), nn.LayerNorm(C, bias=bias)
+        self.qkv, self.attn_out = nn.Linear(C, 3 * C, bias=bias), nn.Linear(C, C, bias=bias)
+        self.fc, self.mlp_out = nn.Linear(C, 4 * C, bias=bias), nn.Linear(4 * C, C, bias=bias)
 
     def forward(self, x):
         B, T, C = x.shape
@@ -53,7 +57,7 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(c["vocab_size"], c["n_embd"])
         self.wpe = nn.Embedding(c["block_size"], c["n_embd"])
         self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layer"]))
-        self.ln_f = nn.LayerNorm(c["n_embd"])
+        self.ln_f = nn.LayerNorm(c["n_embd"], bias=c.get("bias", True))
         for name, p in self.named_parameters():
             if p.dim() >= 2:
                 std = 0.02 / math.sqrt(2 * c["n_layer"]) if name.endswith(("attn_out.weight", "mlp_out.weight")) else 0.02
@@ -70,10 +74,10 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def matmul_peak_gflops(n, device):
-    """Best of 5 bf16 n^3 products, timed from a synchronized start to a synchronized end."""
-    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+def matmul_peak_gflops(n, device, dtype):
+    """Best of 5 n^3 products in `dtype`, timed from a synchronized start to a synchronized end."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
     best = float("inf")
     for _ in range(6):
         sync(device)
@@ -94,18 +98,24 @@ def main():
     ap.add_argument("--data", required=True, help="uint16 token file (ids < the vocabulary)")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="gpt2-124m")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--batch", type=int, default=16, help="sequences per step")
+    ap.add_argument("--batch", type=int, help="sequences per step (default: the preset's, else 16)")
+    ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
+                    help="matmul operands: bf16 autocast over fp32 weights, or plain fp32")
+    ap.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (default mode)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--peak-size", type=int, default=8192, help="n of the bf16 n^3 matmul that measures the peak")
+    ap.add_argument("--peak-size", type=int, default=8192, help="n of the n^3 matmul (in --dtype) that measures the peak")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
     device = torch.device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(1337)
     c = PRESETS[args.preset]
-    B, T = args.batch, c["block_size"]
+    B, T = args.batch or c.get("batch", 16), c["block_size"]
+    dtype = getattr(torch, args.dtype)
     model = GPT(c).to(device)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -125,7 +135,7 @@ def main():
         x, y = batch()
         sync(device)
         t0 = time.perf_counter()
-        with torch.autocast(device.type, dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
             loss = step_model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -140,8 +150,9 @@ def main():
     flops_per_token = 6 * n_params + 12 * c["n_layer"] * T * c["n_embd"]
     step_s = statistics.median(times)
     tokens_per_s = B * T / step_s
-    peak = matmul_peak_gflops(args.peak_size, device)
-    result = dict(mode="compile" if args.compile else "eager", preset=args.preset, torch=torch.__version__,
+    peak = matmul_peak_gflops(args.peak_size, device, dtype)
+    result = dict(mode="compile" if args.compile else "eager", preset=args.preset, torch=torch.__version__, dtype=args.dtype,
+                  threads=torch.get_num_threads(),
                   device=str(device), batch=B, tokens_per_step=B * T, median_step_ms=step_s * 1e3,
                   tokens_per_s=tokens_per_s, achieved_gflops=flops_per_token * tokens_per_s / 1e9,
                   matmul_peak_gflops=peak, mfu=flops_per_token * tokens_per_s / 1e9 / peak,
