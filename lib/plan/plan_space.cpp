@@ -38,7 +38,7 @@ std::vector<int64_t> microbatch_counts(const PlanChoice& c) {
 
 std::vector<PlanChoice> variants(const PlanChoice& mesh) {
   std::vector<PlanChoice> out;
-  const std::vector<std::string> schedules = mesh.stage > 1 ? std::vector<std::string>{"1f1b", "gpipe"}
+  const std::vector<std::string> schedules = mesh.stage > 1 ? std::vector<std::string>{"1f1b", "gpipe", "interleaved"}
                                                             : std::vector<std::string>{"1f1b"};
   for (bool sp : mesh.model > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
     for (int64_t m : microbatch_counts(mesh))
@@ -46,6 +46,7 @@ std::vector<PlanChoice> variants(const PlanChoice& mesh) {
         for (const char* remat : {"none", "selective", "full"}) {
           PlanChoice c = mesh;
           c.sequence_parallel = sp, c.microbatches = m, c.schedule = schedule, c.remat = remat;
+          c.virtual_stages = schedule == "interleaved" ? 2 : 1;  // n_layer must split into p * 2 chunks
           out.push_back(c);
         }
   return out;
@@ -60,7 +61,9 @@ std::string describe_choice(const PlanChoice& c) {
   if (c.data > 1) add(fmt::format("DP{}", c.data));
   if (c.fsdp > 1) add(fmt::format("FSDP{}", c.fsdp));
   if (c.model > 1) add(fmt::format("TP{}{}", c.model, c.sequence_parallel ? "+SP" : ""));
-  if (c.stage > 1) add(fmt::format("PP{} {}", c.stage, c.schedule));
+  if (c.stage > 1)
+    add(c.virtual_stages > 1 ? fmt::format("PP{} {}:{}", c.stage, c.schedule, c.virtual_stages)
+                             : fmt::format("PP{} {}", c.stage, c.schedule));
   if (s.empty()) add("1 device");
   if (c.microbatches > 1) add(fmt::format("M{}", c.microbatches));
   if (c.remat != "none") add("remat:" + c.remat);
@@ -86,6 +89,7 @@ Config plan_config(const Config& base, const PlanChoice& c) {
                            rule("seq", seq),      rule("kv", {})};
   config.train.microbatches = c.microbatches;
   config.runtime.pipeline_schedule = c.schedule;
+  config.runtime.virtual_stages = c.virtual_stages;
   config.runtime.pipeline_layers.clear();
   config.runtime.remat = c.remat;
   config.resolved_yaml = to_yaml(config);

@@ -16,11 +16,10 @@ struct PlanChoice {
   int64_t data = 1, fsdp = 1, model = 1, stage = 1;  // mesh axis sizes; their product is N
   bool sequence_parallel = false;                     // [seq, model]: needs model > 1
   int64_t microbatches = 1;
-  std::string schedule = "1f1b";                      // with stages only
+  std::string schedule = "1f1b";                      // with stages only: 1f1b | gpipe | interleaved
+  int64_t virtual_stages = 1;                         // chunks per stage (interleaved: 2)
   std::string remat = "none";                         // none | selective | full
-  // Seams for the deeper-pipelines issue: interleaved 1F1B would add a schedule name and a
-  // virtual-stage count here (and in pipeline_fill_slots, step_cost.cpp); context parallelism a
-  // `context` axis size with [seq, context]. Neither runtime exists yet, so neither is enumerated.
+  // Seam for context parallelism: a `context` axis size with [seq, context], once it exists.
 };
 
 // "DP2 FSDP2 TP2+SP PP2 1f1b M4 remat:full": what is sharded, in words short enough for a table.

@@ -172,7 +172,8 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   if (tp > 0) cost.comm_s[fmt::format("TP {} ({})", layout.seq_axes.empty() ? "all-reduce" : "gather/scatter", model_axes)] = M * tp;
   if (fsdp > 0) cost.comm_s["FSDP gather/scatter"] = M * fsdp;
   if (p2p > 0) cost.comm_s[fmt::format("stage send/receive ({})", layout.pipeline.axis)] = M * p2p;
-  const double slots = pipeline_fill_slots(config.runtime.pipeline_schedule, layout.pipeline.stages(), config.train.microbatches);
+  const double slots = pipeline_fill_slots(config.runtime.pipeline_schedule, layout.pipeline.stages(), config.train.microbatches,
+                                          config.runtime.virtual_stages);
   cost.bubble_s = (slots - M) * per_microbatch;
   step_collectives(config, layout, rank, r, cost);
   cost.total_s = cost.compute_s + cost.memory_s + cost.comm_total() + cost.bubble_s;
@@ -197,9 +198,12 @@ std::string StepCost::dominant() const {
   return best.first;
 }
 
-double pipeline_fill_slots(const std::string& schedule, int64_t stages, int64_t microbatches) {
-  SPMD_ASSERT(schedule == "1f1b" || schedule == "gpipe", "no bubble model for pipeline schedule '{}'", schedule);
-  return static_cast<double>(microbatches + stages - 1);
+double pipeline_fill_slots(const std::string& schedule, int64_t stages, int64_t microbatches, int64_t virtual_stages) {
+  SPMD_ASSERT(schedule == "1f1b" || schedule == "gpipe" || schedule == "interleaved",
+              "no bubble model for pipeline schedule '{}'", schedule);
+  // Interleaved: v chunks per stage, each 1/v of a slot, so the fill and drain shrink to (p-1)/v.
+  const double v = schedule == "interleaved" ? static_cast<double>(virtual_stages) : 1.0;
+  return static_cast<double>(microbatches) + static_cast<double>(stages - 1) / v;
 }
 
 StepCost predict_step(const Config& config, const ModelLayout& layout, const std::vector<MemoryEstimate>& stage_memory,
