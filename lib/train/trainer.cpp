@@ -124,9 +124,10 @@ void plot_losses(const Config& config, const TrainState& state, const MetricsLog
 
 }  // namespace
 
-int run_training(const Config& config, const RendezvousInfo& rendezvous, const TrainOptions& options) {
-  const auto& tc = config.train;
-  TrainState state = build_train_state(config, rendezvous, options.single_process);
+namespace {
+// Where the parameters come from: --resume's checkpoint, else train.init_from, else the seed.
+// Returns whether the run resumed.
+bool restore_or_initialize(TrainState& state, const Config& config, const TrainOptions& options) {
   const bool leader = state.rank() == 0;
   // "" when not resuming, or --resume auto found no checkpoint yet.
   const std::string resume_path = options.resume ? resolve_resume_path(config, options.resume_path) : "";
@@ -138,114 +139,81 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
     if (leader) fmt::print("initialized from Hugging Face GPT-2 checkpoint {}\n", config.train.init_from);
   }
   if (!test_hooks().dump_init_dir.empty()) dump_parameters(*state.model, test_hooks().dump_init_dir);
-  CheckpointState checkpointed = state.checkpoint_view();
   if (resuming) {
+    CheckpointState checkpointed = state.checkpoint_view();
     restore_checkpoint(checkpointed, resume_path);
     if (leader) fmt::print("resumed from {} at step {}\n", resume_path, state.step);
   }
-  std::unique_ptr<MetricsLog> metrics =
-      leader ? std::make_unique<MetricsLog>(config.output.dir, resuming ? state.step : -1) : nullptr;
-  LoopCheckpoints checkpoints(state, resuming ? state.step : -1);  // collective
+  return resuming;
+}
 
-  const int64_t tokens_per_step = config.data.batch_size * config.model.block_size;
+// What runs where: the line a person reads first, and the same facts for summary.json.
+nlohmann::json describe_run(const TrainState& state, const Config& config) {
   const int64_t state_bytes = state.model->local_param_bytes() * 2 + state.optimizer->state_bytes();
+  const auto& mesh = state.model->layout().mesh;
   nlohmann::json summary{{"device", state.comm->device().str()},  {"backend", state.comm->runtime().backend},
-                         {"ranks", state.model->layout().mesh.size()}, {"data_parallel", state.dp_size()},
+                         {"ranks", mesh.size()},                  {"data_parallel", state.dp_size()},
                          {"params", gpt2_num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
                          {"gradient_buckets", state.grad_sync->num_buckets()},
-                         {"blas", kernels::cpu::blas_description()}};
-  if (leader)
-    fmt::print("spmd-train: mesh {} | {} ranks on {} over {} | data-parallel {} | {} params | params+grads+AdamW "
-               "per rank {:.1f} MiB | {} gradient bucket(s)\n",
-               state.model->layout().mesh.describe(), state.model->layout().mesh.size(), state.comm->device().str(),
-               state.comm->runtime().backend, state.dp_size(), gpt2_num_params(config.model),
-               static_cast<double>(state_bytes) / (1 << 20), state.grad_sync->num_buckets());
-  if (leader) print_pipeline(config, state.model->layout().pipeline);
-  summary["pipeline_stages"] = state.model->layout().pipeline.stages();
+                         {"blas", kernels::cpu::blas_description()},
+                         {"pipeline_stages", state.model->layout().pipeline.stages()}};
+  if (state.rank() != 0) return summary;
+  fmt::print("spmd-train: mesh {} | {} ranks on {} over {} | data-parallel {} | {} params | params+grads+AdamW "
+             "per rank {:.1f} MiB | {} gradient bucket(s)\n",
+             mesh.describe(), mesh.size(), state.comm->device().str(), state.comm->runtime().backend, state.dp_size(),
+             gpt2_num_params(config.model), static_cast<double>(state_bytes) / (1 << 20),
+             state.grad_sync->num_buckets());
+  print_pipeline(config, state.model->layout().pipeline);
+  return summary;
+}
 
-  // Every rank must agree on stopping (a signal or a failed background save may reach them at
-  // different steps): the max of their votes is all-reduced after each step, over the CPU control
-  // group (no GPU wait). Returns {signal, a save failed}.
-  auto agreed_votes = [&]() {
-    at::Tensor votes = at::tensor({static_cast<float>(stop_signal_received()),
-                                   checkpoints.failed_since_last_check() ? 1.0f : 0.0f});
-    state.comm->control().all_reduce_max(votes);
-    return std::make_pair(static_cast<int>(votes[0].item<float>()), votes[1].item<float>() > 0);
-  };
+// The progress of the loop: step times since the last log line, then the metrics.jsonl record
+// (for programs) and the progress line (for people), both numbering steps from 1.
+class Progress {
+ public:
+  Progress(const Config& config, int64_t first_step, MetricsLog* metrics)
+      : config_(config), first_step_(first_step), metrics_(metrics), start_(std::chrono::steady_clock::now()) {}
 
-  std::optional<DatasetMeta> sample_tokenizer;
-  if (tc.sample_every > 0) sample_tokenizer = training_tokenizer(config);
-  const auto run_start = std::chrono::steady_clock::now();
-  const int64_t first_step = state.step;
-  double last_loss = NAN;
-  int64_t graph_bytes = -1;
-  // Steps and their host-side time since the last log line. On CUDA a step's host time is only
-  // its launch time, but reading the numbers at the log step waits for all of them, so the sum
-  // over the interval is the interval's wall time.
-  int64_t interval_steps = 0;
-  double interval_ms = 0;
-  while (state.step < tc.steps) {
-    const int64_t step = state.step;
-    if (test_hooks().sigkill_at_step == step && test_hooks().sigkill_rank == state.rank()) raise(SIGKILL);  // tests: a crash
-    const auto step_start = std::chrono::steady_clock::now();
-    StepResult r = train_step(state);
-    graph_bytes = r.graph_bytes;
-    if (r.skipped) {
-      if (leader) fmt::print("step {}: non-finite loss or gradient; step skipped\n", step);
-      continue;
-    }
-    const bool eval_now = state.val_data && ((step + 1) % tc.eval_every == 0 || step + 1 == tc.steps);
-    const bool log_now = eval_now || step % tc.log_every == 0 || step + 1 == tc.steps;
-    if (log_now || state.reads_every_step()) last_loss = r.loss.item<double>();  // a sync on CUDA: log steps only
-    const int64_t skipped = log_now ? check_health(state) : 0;
-    ++interval_steps;
-    interval_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
-    const double val_loss = eval_now ? evaluate(state) : NAN;
-    if (leader && skipped > 0) fmt::print("{} step(s) before step {} had a non-finite loss or gradient; skipped\n", skipped, step + 1);
-    if (leader && log_now) {
-      const double step_ms = interval_ms / static_cast<double>(interval_steps);
-      const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
-      const double grad_norm = r.grad_norm.item<double>();
-      // Numbered as the progress line: the first step is 1.
-      nlohmann::json record{{"step", step + 1},       {"loss", last_loss},       {"lr", r.lr},
-                            {"grad_norm", grad_norm}, {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms}};
-      if (eval_now) record["val_loss"] = val_loss;
-      metrics->write(record);
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-      const double eta = elapsed / static_cast<double>(step + 1 - first_step) * static_cast<double>(tc.steps - step - 1);
-      fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms | ETA {}\n", step + 1, tc.steps,
-                 last_loss, eval_now ? fmt::format(" | val {:.4f}", val_loss) : std::string(), r.lr, tokens_per_s,
-                 step_ms, format_duration(eta));
-      std::fflush(stdout);
-    }
-    if (log_now) interval_steps = 0, interval_ms = 0;
-    if (tc.sample_every > 0 && state.step % tc.sample_every == 0) print_sample(state, *sample_tokenizer);
-    if (config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoints.save();
-    const auto [sig, save_failed] = agreed_votes();
-    if (save_failed) checkpoints.raise_failure();
-    if (sig) {
-      if (leader) fmt::print("stopping after step {} on {}\n", state.step, strsignal(sig));
-      checkpoints.save();
-      checkpoints.finish();
-      checkpoints.add_to_summary(summary);
-      summary["steps_run"] = state.step - first_step;
-      if (leader) {
-        write_summary(config, summary);
-        plot_losses(config, state, *metrics);
-      }
-      std::fflush(stdout);
-      return 128 + sig;
-    }
+  // On CUDA a step's host time is only its launch time, but reading the numbers at the log step
+  // waits for all of them, so the sum over the interval is the interval's wall time.
+  void add_step(std::chrono::steady_clock::time_point step_start) {
+    ++interval_steps_;
+    interval_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
   }
-  check_health(state);  // the last steps' verdict, where it was not read yet
-  checkpoints.save();  // the final state, unless just saved
-  checkpoints.finish();
-  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-  checkpoints.add_to_summary(summary);
-  summary["loop_s"] = total_s;
-  if (leader) fmt::print("done: {} steps in {}, final loss {:.4f}\n", tc.steps - first_step, format_duration(total_s), last_loss);
-  summary["steps_run"] = tc.steps - first_step;
-  summary["final_loss"] = last_loss;
+
+  // Every rank resets its interval; the leader (the one with the metrics log) writes and prints.
+  void log(int64_t step, double loss, const StepResult& r, std::optional<double> val_loss) {
+    const double step_ms = interval_ms_ / static_cast<double>(interval_steps_);
+    interval_steps_ = 0, interval_ms_ = 0;
+    if (!metrics_) return;
+    const auto& tc = config_.train;
+    const double tokens_per_s =
+        static_cast<double>(config_.data.batch_size * config_.model.block_size) / (step_ms / 1000.0);
+    nlohmann::json record{{"step", step + 1},  {"loss", loss},   {"lr", r.lr}, {"grad_norm", r.grad_norm.item<double>()},
+                          {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms}};
+    if (val_loss) record["val_loss"] = *val_loss;
+    metrics_->write(record);
+    const double eta = seconds() / static_cast<double>(step + 1 - first_step_) * static_cast<double>(tc.steps - step - 1);
+    fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms | ETA {}\n", step + 1, tc.steps,
+               loss, val_loss ? fmt::format(" | val {:.4f}", *val_loss) : std::string(), r.lr,
+               tokens_per_s, step_ms, format_duration(eta));
+    std::fflush(stdout);
+  }
+
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  const Config& config_;
+  int64_t first_step_;
+  MetricsLog* metrics_;
+  std::chrono::steady_clock::time_point start_;
+  int64_t interval_steps_ = 0;
+  double interval_ms_ = 0;
+};
+
+// The end of a finished run's summary: tensor memory, gradient buckets, FSDP prefetch.
+void add_run_totals(TrainState& state, int64_t graph_bytes, nlohmann::json& summary) {
+  const bool leader = state.rank() == 0;
   if (graph_bytes >= 0) report_memory(state, graph_bytes, summary);
   if (const int64_t peak = peak_device_tensor_bytes(state.comm->device()); peak >= 0) {
     summary["peak_device_tensor_bytes"] = peak;  // this rank's (rank 0's in the file)
@@ -262,10 +230,87 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       fmt::print("FSDP all-gathers: {} of {} weight uses served by a gather started during the previous layer\n",
                  p.prefetched_uses(), p.total_uses());
   }
-  if (leader) {
+}
+
+// After the last save finished: the summary and the loss plot written, the run's last act.
+void close_run(const Config& config, TrainState& state, const LoopCheckpoints& checkpoints, MetricsLog* metrics,
+               nlohmann::json& summary) {
+  checkpoints.add_to_summary(summary);
+  if (state.rank() == 0) {
     write_summary(config, summary);
     plot_losses(config, state, *metrics);
   }
+}
+}  // namespace
+
+int run_training(const Config& config, const RendezvousInfo& rendezvous, const TrainOptions& options) {
+  const auto& tc = config.train;
+  TrainState state = build_train_state(config, rendezvous, options.single_process);
+  const bool leader = state.rank() == 0;
+  const bool resuming = restore_or_initialize(state, config, options);
+  std::unique_ptr<MetricsLog> metrics =
+      leader ? std::make_unique<MetricsLog>(config.output.dir, resuming ? state.step : -1) : nullptr;
+  LoopCheckpoints checkpoints(state, resuming ? state.step : -1);  // collective
+  nlohmann::json summary = describe_run(state, config);
+
+  // Every rank must agree on stopping (a signal or a failed background save may reach them at
+  // different steps): the max of their votes is all-reduced after each step, over the CPU control
+  // group (no GPU wait). Returns {signal, a save failed}.
+  auto agreed_votes = [&]() {
+    at::Tensor votes = at::tensor({static_cast<float>(stop_signal_received()),
+                                   checkpoints.failed_since_last_check() ? 1.0f : 0.0f});
+    state.comm->control().all_reduce_max(votes);
+    return std::make_pair(static_cast<int>(votes[0].item<float>()), votes[1].item<float>() > 0);
+  };
+
+  std::optional<DatasetMeta> sample_tokenizer;
+  if (tc.sample_every > 0) sample_tokenizer = training_tokenizer(config);
+  const int64_t first_step = state.step;
+  Progress progress(config, first_step, metrics.get());
+  double last_loss = NAN;
+  int64_t graph_bytes = -1;
+  while (state.step < tc.steps) {
+    const int64_t step = state.step;
+    if (test_hooks().sigkill_at_step == step && test_hooks().sigkill_rank == state.rank()) raise(SIGKILL);  // tests: a crash
+    const auto step_start = std::chrono::steady_clock::now();
+    StepResult r = train_step(state);
+    graph_bytes = r.graph_bytes;
+    if (r.skipped) {
+      if (leader) fmt::print("step {}: non-finite loss or gradient; step skipped\n", step);
+      continue;
+    }
+    const bool eval_now = state.val_data && ((step + 1) % tc.eval_every == 0 || step + 1 == tc.steps);
+    const bool log_now = eval_now || step % tc.log_every == 0 || step + 1 == tc.steps;
+    if (log_now || state.reads_every_step()) last_loss = r.loss.item<double>();  // a sync on CUDA: log steps only
+    const int64_t skipped = log_now ? check_health(state) : 0;
+    progress.add_step(step_start);
+    const std::optional<double> val_loss = eval_now ? std::optional<double>(evaluate(state)) : std::nullopt;
+    if (leader && skipped > 0) fmt::print("{} step(s) before step {} had a non-finite loss or gradient; skipped\n", skipped, step + 1);
+    if (log_now) progress.log(step, last_loss, r, val_loss);
+    if (tc.sample_every > 0 && state.step % tc.sample_every == 0) print_sample(state, *sample_tokenizer);
+    if (config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoints.save();
+    const auto [sig, save_failed] = agreed_votes();
+    if (save_failed) checkpoints.raise_failure();
+    if (sig) {
+      if (leader) fmt::print("stopping after step {} on {}\n", state.step, strsignal(sig));
+      checkpoints.save();
+      checkpoints.finish();
+      summary["steps_run"] = state.step - first_step;
+      close_run(config, state, checkpoints, metrics.get(), summary);
+      std::fflush(stdout);
+      return 128 + sig;
+    }
+  }
+  check_health(state);  // the last steps' verdict, where it was not read yet
+  checkpoints.save();  // the final state, unless just saved
+  checkpoints.finish();
+  const double total_s = progress.seconds();
+  summary["loop_s"] = total_s;
+  if (leader) fmt::print("done: {} steps in {}, final loss {:.4f}\n", tc.steps - first_step, format_duration(total_s), last_loss);
+  summary["steps_run"] = tc.steps - first_step;
+  summary["final_loss"] = last_loss;
+  add_run_totals(state, graph_bytes, summary);
+  close_run(config, state, checkpoints, metrics.get(), summary);
   state.comm->control().barrier();
   return 0;
 }
