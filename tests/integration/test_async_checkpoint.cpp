@@ -80,11 +80,12 @@ std::map<int64_t, double> losses_by_step(const std::string& out) {
   return losses;
 }
 
-// The resumed run's losses equal the uninterrupted run's, bit for bit, from `from` on.
+// The resumed run's losses equal the uninterrupted run's, bit for bit, for the steps after the
+// `from` it resumed at (metrics.jsonl numbers steps from 1, as the progress line).
 void check_resumed_exactly(const std::string& resumed_out, const std::string& full_out, int64_t from, int64_t to) {
   const auto resumed = losses_by_step(resumed_out), full = losses_by_step(full_out);
   REQUIRE(resumed.size() == static_cast<size_t>(to - from));
-  for (int64_t s = from; s < to; ++s) {
+  for (int64_t s = from + 1; s <= to; ++s) {
     CAPTURE(s);
     REQUIRE(resumed.count(s));
     CHECK(resumed.at(s) == full.at(s));
