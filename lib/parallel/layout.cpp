@@ -60,6 +60,57 @@ void check_sequence_parallel(const Config& config, const LogicalRules& rules, co
   }
 }
 
+// The mesh axes of `seq_axes` that no parameter is sharded over: context parallelism's (the
+// others are Megatron sequence parallelism's, which must meet tensor-parallel layers).
+std::vector<std::string> weight_free_axes(const std::vector<std::string>& seq_axes, const LogicalRules& rules,
+                                          const ModelConfig& model, int64_t padded_vocab) {
+  std::vector<std::string> used;
+  for (const auto& info : gpt2_param_table(model, padded_vocab))
+    for (const auto& axis : rules.resolve(info.logical, info.name).used_axes()) used.push_back(axis);
+  std::vector<std::string> free;
+  for (const auto& axis : seq_axes)
+    if (std::find(used.begin(), used.end(), axis) == used.end()) free.push_back(axis);
+  return free;
+}
+
+// Context parallelism cuts every row into 2 x cp head-tail chunks; it runs with data parallelism
+// only (the combinations the invariance tests cover), so the others are refused before launch.
+void check_context_parallel(const Config& config, const Mesh& mesh, const std::vector<std::string>& context_axes,
+                            const std::vector<std::string>& sp_axes, const std::string& stage_axis) {
+  if (context_axes.empty()) return;
+  const std::string axes = fmt::format("{}", fmt::join(context_axes, ", "));
+  const int64_t cp = mesh.axes_size(context_axes), T = config.model.block_size;
+  SPMD_CHECK(T % (2 * cp) == 0,
+             "model.block_size = {} does not split into 2 x {} head-tail chunks for context parallelism (sharding rule "
+             "[seq, {}] over mesh.shape [{}]): set model.block_size to a multiple of {}",
+             T, cp, axes, fmt::join(mesh.shape(), ", "), 2 * cp);
+  SPMD_CHECK(sp_axes.empty(),
+             "sharding rule [seq, ...] splits the sequence over weight-free axes [{}] (context parallelism) and over "
+             "tensor-parallel axes [{}] (sequence parallelism) at once; map seq to one kind",
+             axes, fmt::join(sp_axes, ", "));
+  SPMD_CHECK(stage_axis.empty(),
+             "context parallelism (sharding rule [seq, {}]) does not run with pipeline stages (rule [layers, {}]) yet; "
+             "map one of them to null",
+             axes, stage_axis);
+  SPMD_CHECK(config.runtime.remat == "none",
+             "context parallelism (sharding rule [seq, {}]) does not run with runtime.remat: {} yet; set runtime.remat "
+             "to none",
+             axes, config.runtime.remat);
+}
+
+// Context parallelism beside sharded weights (tensor parallelism, FSDP) is not built yet.
+void check_context_with_weights(const ModelLayout& layout) {
+  if (layout.context_axes.empty()) return;
+  for (const auto& p : layout.params) {
+    const auto used = p.sharding.spec().used_axes();
+    SPMD_CHECK(used.empty(),
+               "context parallelism (sharding rule [seq, {}]) runs with data parallelism only so far, but {} is sharded "
+               "over mesh axes [{}] ({} {}); map its logical axes to null",
+               fmt::join(layout.context_axes, ", "), p.info.name, fmt::join(used, ", "), p.info.name,
+               p.sharding.spec().to_string());
+  }
+}
+
 // A rule for a logical name nothing uses is a typo until shown otherwise: `[embd, null]` would
 // otherwise surface later as "embed has no rule".
 void check_rule_names(const Config& config) {
@@ -239,6 +290,12 @@ std::vector<int64_t> ParamLayout::gathered_shape() const {
   return shape;
 }
 
+std::vector<std::string> ModelLayout::token_axes() const {
+  std::vector<std::string> axes = batch_axes;
+  axes.insert(axes.end(), context_axes.begin(), context_axes.end());
+  return axes;
+}
+
 const ParamLayout& ModelLayout::param(const std::string& name) const {
   for (const auto& p : params)
     if (p.info.name == name) return p;
@@ -252,24 +309,27 @@ ModelLayout plan_layout(const Config& config) {
   const auto& m = config.model;
   const auto sources = size_sources(config);
 
-  // Activations at block boundaries: ('batch', 'seq', 'embed').
-  PartitionSpec activation_spec = rules.resolve({"batch", "seq", "embed"}, "activations (batch, seq, embed)");
-  check_dims_divide(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd}, {"batch", "seq", "embed"},
-                    sources, "activations (batch, seq, embed)");
-  NamedSharding activation_sharding(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd},
-                                    "activations (batch, seq, embed) with data.batch_size");
-  std::vector<std::string> batch_axes = activation_spec.axes_of(0);
-  const std::vector<std::string> seq_axes = activation_spec.axes_of(1);
-  check_microbatches(config, mesh.axes_size(batch_axes));
-  check_sequence_parallel(config, rules, batch_axes, seq_axes);
-
   // The vocab dim may not divide: pad it (as nanoGPT pads 50257 to 50304); padded rows are
   // masked out of the loss.
   PartitionSpec wte_spec = rules.resolve({"vocab", "embed"}, "wte");
   int64_t vocab_parts = mesh.axes_size(wte_spec.axes_of(0));
   int64_t padded_vocab = (m.vocab_size + vocab_parts - 1) / vocab_parts * vocab_parts;
 
-  ModelLayout layout{mesh, rules, m, padded_vocab, batch_axes, activation_spec, seq_axes, {},
+  // Activations at block boundaries: ('batch', 'seq', 'embed').
+  PartitionSpec activation_spec = rules.resolve({"batch", "seq", "embed"}, "activations (batch, seq, embed)");
+  std::vector<std::string> batch_axes = activation_spec.axes_of(0);
+  std::vector<std::string> seq_axes = activation_spec.axes_of(1);
+  const std::vector<std::string> context_axes = weight_free_axes(seq_axes, rules, m, padded_vocab);
+  for (const auto& axis : context_axes) seq_axes.erase(std::find(seq_axes.begin(), seq_axes.end(), axis));
+  check_context_parallel(config, mesh, context_axes, seq_axes, stage_axis(config, batch_axes));
+  check_dims_divide(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd}, {"batch", "seq", "embed"},
+                    sources, "activations (batch, seq, embed)");
+  NamedSharding activation_sharding(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd},
+                                    "activations (batch, seq, embed) with data.batch_size");
+  check_microbatches(config, mesh.axes_size(batch_axes));
+  check_sequence_parallel(config, rules, batch_axes, seq_axes);
+
+  ModelLayout layout{mesh, rules, m, padded_vocab, batch_axes, activation_spec, seq_axes, context_axes, {},
                      plan_pipeline(config, mesh, batch_axes)};
   for (auto& info : gpt2_param_table(m, padded_vocab)) {
     PartitionSpec spec = rules.resolve(info.logical, info.name);
@@ -285,6 +345,7 @@ ModelLayout plan_layout(const Config& config) {
     std::vector<std::string> sequence = info.per_position ? unused_axes(seq_axes, spec) : std::vector<std::string>{};
     layout.params.push_back({std::move(info), std::move(sharding), std::move(fsdp), std::move(tp), std::move(sequence)});
   }
+  check_context_with_weights(layout);
   return layout;
 }
 
