@@ -73,8 +73,8 @@ std::vector<std::string> weight_free_axes(const std::vector<std::string>& seq_ax
   return free;
 }
 
-// Context parallelism cuts every row into 2 x cp head-tail chunks; it runs with data parallelism
-// only (the combinations the invariance tests cover), so the others are refused before launch.
+// Context parallelism cuts every row into 2 x cp head-tail chunks; it composes with data, FSDP and
+// tensor-parallel axes (without Megatron sequence parallelism); the rest is refused before launch.
 void check_context_parallel(const Config& config, const Mesh& mesh, const std::vector<std::string>& context_axes,
                             const std::vector<std::string>& sp_axes, const std::string& stage_axis) {
   if (context_axes.empty()) return;
@@ -96,19 +96,6 @@ void check_context_parallel(const Config& config, const Mesh& mesh, const std::v
              "context parallelism (sharding rule [seq, {}]) does not run with runtime.remat: {} yet; set runtime.remat "
              "to none",
              axes, config.runtime.remat);
-}
-
-// Context parallelism beside sharded weights (tensor parallelism, FSDP) is not built yet.
-void check_context_with_weights(const ModelLayout& layout) {
-  if (layout.context_axes.empty()) return;
-  for (const auto& p : layout.params) {
-    const auto used = p.sharding.spec().used_axes();
-    SPMD_CHECK(used.empty(),
-               "context parallelism (sharding rule [seq, {}]) runs with data parallelism only so far, but {} is sharded "
-               "over mesh axes [{}] ({} {}); map its logical axes to null",
-               fmt::join(layout.context_axes, ", "), p.info.name, fmt::join(used, ", "), p.info.name,
-               p.sharding.spec().to_string());
-  }
 }
 
 // A rule for a logical name nothing uses is a typo until shown otherwise: `[embd, null]` would
@@ -345,7 +332,6 @@ ModelLayout plan_layout(const Config& config) {
     std::vector<std::string> sequence = info.per_position ? unused_axes(seq_axes, spec) : std::vector<std::string>{};
     layout.params.push_back({std::move(info), std::move(sharding), std::move(fsdp), std::move(tp), std::move(sequence)});
   }
-  check_context_with_weights(layout);
   return layout;
 }
 

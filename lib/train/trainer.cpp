@@ -160,6 +160,7 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   const int64_t state_bytes = state.model->local_param_bytes() * 2 + state.optimizer->state_bytes();
   nlohmann::json summary{{"device", state.comm->device().str()},  {"backend", state.comm->runtime().backend},
                          {"ranks", state.model->layout().mesh.size()}, {"data_parallel", state.dp_size()},
+                         {"context_parallel", state.model->layout().cp_size()},
                          {"params", gpt2_num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
                          {"gradient_buckets", state.grad_sync->num_buckets()},
                          {"blas", kernels::cpu::blas_description()}};

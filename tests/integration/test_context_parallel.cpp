@@ -1,6 +1,6 @@
 // Context parallelism (a [seq, context] rule onto a weight-free mesh axis) as real processes over
-// Gloo: cp 2 and 4, alone and beside a data axis, follow the single-process loss curve and gradient
-// norms (dropout 0 and 0.1); checkpoints move between a context-parallel mesh and one process both
+// Gloo: cp 2 and 4, alone and beside a data, an FSDP or a tensor-parallel axis, follow the
+// single-process loss curve and gradient norms (dropout 0 and 0.1); checkpoints move between a context-parallel mesh and one process both
 // ways; sampling on a context-parallel mesh prints the one-process text; spmd-inspect's activations
 // per rank fall with the context degree and match what a rank holds; the layouts not built yet and
 // a block_size that does not cut into 2 x cp chunks exit 2 before launch, naming the keys.
@@ -50,27 +50,42 @@ nlohmann::json inspect_json(const TinyRun& run, const std::vector<std::string>& 
 }
 }  // namespace
 
-TEST_CASE("context parallel: cp 2 and 4, alone and with a data axis, match the single-process run") {
+TEST_CASE("context parallel: cp 2 and 4, alone and with data, FSDP and tensor axes, match the single-process run") {
   TinyRun run;
   struct Case {
     std::string name;
-    int cp;
-    bool data;
+    std::vector<std::string> mesh;
+    int ranks, cp;
+  };
+  const std::vector<Case> cases{
+      {"cp-2", context_parallel(2, false), 2, 2},
+      {"data-cp-2x2", context_parallel(2, true), 4, 2},
+      {"cp-4", context_parallel(4, false), 4, 4},
+      {"fsdp-cp-2x2",
+       mesh_args({"", "[2,2]", "[fsdp,context]",
+                  "[[batch, fsdp], [embed, fsdp], [seq, context], [vocab, null], [heads, null], [mlp, null], [kv, null]]"}),
+       4, 2},
+      {"cp-tp-2x2",
+       mesh_args({"", "[2,2]", "[context,model]",
+                  "[[batch, null], [seq, context], [heads, model], [mlp, model], [vocab, model], [embed, null], [kv, null]]"}),
+       4, 2},
   };
   for (double p : {0.0, 0.1}) {
     CAPTURE(p);
     const std::string single = run.dir.file("single-" + std::to_string(p));
     const Curve reference = train(run, single, dropout(p));
     REQUIRE(reference.loss.size() == 12);
-    for (const Case& c : {Case{"cp-2", 2, false}, Case{"data-cp-2x2", 2, true}, Case{"cp-4", 4, false}}) {
+    for (const Case& c : cases) {
       CAPTURE(c.name);
       const std::string out = run.dir.file(c.name + "-" + std::to_string(p));
-      const Curve curve = train(run, out, with(dropout(p), context_parallel(c.cp, c.data)));
+      const Curve curve = train(run, out, with(dropout(p), c.mesh));
       check_same_curve(curve, reference, 2e-4);
       const auto norms = grad_norms(out), reference_norms = grad_norms(single);
       REQUIRE(norms.size() == reference_norms.size());
       for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(2e-4));
-      CHECK(read_summary(out)["ranks"].get<int>() == c.cp * (c.data ? 2 : 1));
+      const auto summary = read_summary(out);
+      CHECK(summary["ranks"].get<int>() == c.ranks);
+      CHECK(summary["context_parallel"].get<int>() == c.cp);
       MESSAGE(c.name << " dropout " << p << ": largest relative step-loss difference " << max_rel_diff(curve, reference));
     }
   }
@@ -172,11 +187,11 @@ TEST_CASE("context parallel: layouts it cannot run exit 2 before launch, naming 
       // block_size 12 does not cut into 2 x 4 head-tail chunks.
       {with(context_parallel(4, false), {"--set", "model.block_size=12"}),
        {"model.block_size = 12", "2 x 4 head-tail chunks", "[seq, context]", "multiple of 8"}},
-      // Heads split over a model axis beside the context axis.
+      // seq over the weight-free context axis and the tensor-parallel model axis at once.
       {mesh_args(TestMesh{"", "[2,2]", "[context,model]",
-                          "[[batch, null], [seq, context], [heads, model], [mlp, model], [vocab, model], [embed, null], "
-                          "[kv, null]]"}),
-       {"context parallelism", "data parallelism only", "model"}},
+                          "[[batch, null], [seq, [context, model]], [heads, model], [mlp, model], [vocab, model], "
+                          "[embed, null], [kv, null]]"}),
+       {"weight-free axes [context]", "tensor-parallel axes [model]", "at once"}},
       {mesh_args(TestMesh{"", "[2,2]", "[context,stage]",
                           "[[batch, null], [seq, context], [layers, stage], " + kOthers + "]"}),
        {"context parallelism", "pipeline stages", "[layers, stage]"}},
