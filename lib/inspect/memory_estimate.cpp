@@ -7,7 +7,8 @@
 // positions (sequence parallelism over s devices; s = 1 without). Under context parallelism over
 // c devices every activation holds T / c positions (B, T below stand for the device's tokens),
 // attention's probabilities are (B, H', T/c, T) and it keeps the gathered keys and values (B, T,
-// 2C') and, with dropout, the dropped probabilities beside the mask:
+// 2C') and, with dropout, the dropped probabilities beside the mask (selective recomputation
+// replays all three, the mask included):
 //   embeddings   the stream (B, T', C); with a tensor-parallel vocab dim (any size) the masked ids
 //                (int64) and the mask (float) of (B, T); dropout's mask (B, T', C)
 //   layer norm   its input (kept anyway as the stream), mean and rstd (B, T')
@@ -83,8 +84,10 @@ int64_t block_bytes(const DeviceShapes& d, const std::string& remat) {
                   + N * d.mlp * (kFloatBytes + d.mlp_proj_in)     // GELU derivative (or input), GELU output
                   + d.block_weight_copies;
   if (remat == "none") bytes += probs;
-  if (d.dropout) bytes += probs + 2 * d.stream_bytes();  // attention mask; the two residual masks
-  if (d.context_split > 1) {
+  // Under context parallelism selective recomputation draws the attention mask in the replay.
+  const bool mask_kept = remat == "none" || d.context_split == 1;
+  if (d.dropout) bytes += (mask_kept ? probs : 0) + 2 * d.stream_bytes();  // attention mask; the two residual masks
+  if (d.context_split > 1 && remat == "none") {
     bytes += d.B * d.T * 2 * d.heads * d.head_dim * kFloatBytes;  // the gathered keys and values
     if (d.dropout) bytes += probs;                                // the dropped probabilities
   }

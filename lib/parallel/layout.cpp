@@ -74,7 +74,8 @@ std::vector<std::string> weight_free_axes(const std::vector<std::string>& seq_ax
 }
 
 // Context parallelism cuts every row into 2 x cp head-tail chunks; it composes with data, FSDP and
-// tensor-parallel axes (without Megatron sequence parallelism); the rest is refused before launch.
+// tensor-parallel axes (without Megatron sequence parallelism) and recomputation; the rest is
+// refused before launch.
 void check_context_parallel(const Config& config, const Mesh& mesh, const std::vector<std::string>& context_axes,
                             const std::vector<std::string>& sp_axes, const std::string& stage_axis) {
   if (context_axes.empty()) return;
@@ -92,10 +93,6 @@ void check_context_parallel(const Config& config, const Mesh& mesh, const std::v
              "context parallelism (sharding rule [seq, {}]) does not run with pipeline stages (rule [layers, {}]) yet; "
              "map one of them to null",
              axes, stage_axis);
-  SPMD_CHECK(config.runtime.remat == "none",
-             "context parallelism (sharding rule [seq, {}]) does not run with runtime.remat: {} yet; set runtime.remat "
-             "to none",
-             axes, config.runtime.remat);
 }
 
 // A rule for a logical name nothing uses is a typo until shown otherwise: `[embd, null]` would

@@ -162,7 +162,12 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
   // (B, H, T, T): both sequence dims are whole here, also under sequence parallelism (where a
   // `seq` rule would claim the heads' axis first).
   static const std::vector<std::string> kProbs{"batch", "heads", "", ""};
-  if (context_parallel()) return context_attention(qkv, dropout_site);
+  if (context_parallel()) {
+    // Selective recomputation replays the gather too: backward keeps only the local qkv.
+    if (remat_ == Remat::kSelective)
+      return recomputed(qkv, [this, dropout_site](const at::Tensor& in) { return context_attention(in, dropout_site); });
+    return context_attention(qkv, dropout_site);
+  }
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0) {
     const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);

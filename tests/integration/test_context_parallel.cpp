@@ -2,8 +2,8 @@
 // Gloo: cp 2 and 4, alone and beside a data, an FSDP or a tensor-parallel axis, follow the
 // single-process loss curve and gradient norms (dropout 0 and 0.1); checkpoints move between a context-parallel mesh and one process both
 // ways; sampling on a context-parallel mesh prints the one-process text; spmd-inspect's activations
-// per rank fall with the context degree and match what a rank holds; the layouts not built yet and
-// a block_size that does not cut into 2 x cp chunks exit 2 before launch, naming the keys.
+// per rank fall with the context degree and match what a rank holds; recomputation matches; the
+// layouts not built yet (pipeline stages, context beside sequence parallelism) and a block_size that does not cut into 2 x cp chunks exit 2 before launch, naming the keys.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -88,6 +88,17 @@ TEST_CASE("context parallel: cp 2 and 4, alone and with data, FSDP and tensor ax
       CHECK(summary["context_parallel"].get<int>() == c.cp);
       MESSAGE(c.name << " dropout " << p << ": largest relative step-loss difference " << max_rel_diff(curve, reference));
     }
+  }
+}
+
+TEST_CASE("context parallel: recomputation (full and selective) on data x context matches the single-process run") {
+  TinyRun run;
+  const Curve reference = train(run, run.dir.file("single"), dropout(0.1));
+  for (const std::string remat : {"full", "selective"}) {
+    CAPTURE(remat);
+    const Curve curve = train(run, run.dir.file(remat),
+                              with(with(dropout(0.1), context_parallel(2, true)), {"--set", "runtime.remat=" + remat}));
+    check_same_curve(curve, reference, 2e-4);
   }
 }
 
@@ -195,7 +206,6 @@ TEST_CASE("context parallel: layouts it cannot run exit 2 before launch, naming 
       {mesh_args(TestMesh{"", "[2,2]", "[context,stage]",
                           "[[batch, null], [seq, context], [layers, stage], " + kOthers + "]"}),
        {"context parallelism", "pipeline stages", "[layers, stage]"}},
-      {with(context_parallel(2, false), {"--set", "runtime.remat=full"}), {"runtime.remat: full"}},
   };
   for (const auto& c : cases) {
     CAPTURE(c.said.front());
