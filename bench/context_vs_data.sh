@@ -28,6 +28,9 @@ for variant in data context; do
   "$build/app/spmd-inspect" --config configs/default.yaml $(args $variant) --set "sharding_rules=$(rules $variant)" \
     --json > "$work/inspect-$variant.json"
 done
+# One process holds the whole batch: the context split halves what it keeps, less the gathered K/V.
+"$build/app/spmd-inspect" --config configs/default.yaml --set mesh.shape=[1] --set mesh.axes=[data] \
+  --set "sharding_rules=$(rules data)" --json > "$work/inspect-one.json"
 for ((r = 1; r <= rounds; r++)); do
   for variant in data context; do
     "$build/bench/bench_train" --config configs/default.yaml --nproc 2 --warmup 2 --steps "$steps" \
@@ -39,6 +42,8 @@ done
 python3 - "$work" "$rounds" <<'PY'
 import json, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
+one = json.load(open(f"{work}/inspect-one.json"))["totals"]["per_device"]["activations"] / 2**20
+print(f"one      activations per rank {one:6.2f} MiB  (one process, the whole batch)")
 for variant in ("data", "context"):
     inspect = json.load(open(f"{work}/inspect-{variant}.json"))["totals"]["per_device"]
     runs = [json.load(open(f"{work}/{variant}-{r}.json")) for r in range(1, rounds + 1)]
