@@ -73,9 +73,8 @@ std::vector<std::string> weight_free_axes(const std::vector<std::string>& seq_ax
   return free;
 }
 
-// Context parallelism cuts every row into 2 x cp head-tail chunks; it composes with data, FSDP and
-// tensor-parallel axes (without Megatron sequence parallelism) and recomputation; the rest is
-// refused before launch.
+// Context parallelism cuts every row into 2 x cp head-tail chunks; it composes with data, FSDP,
+// tensor-parallel (without Megatron sequence parallelism) and pipeline axes of their own.
 void check_context_parallel(const Config& config, const Mesh& mesh, const std::vector<std::string>& context_axes,
                             const std::vector<std::string>& sp_axes, const std::string& stage_axis) {
   if (context_axes.empty()) return;
@@ -89,10 +88,10 @@ void check_context_parallel(const Config& config, const Mesh& mesh, const std::v
              "sharding rule [seq, ...] splits the sequence over weight-free axes [{}] (context parallelism) and over "
              "tensor-parallel axes [{}] (sequence parallelism) at once; map seq to one kind",
              axes, fmt::join(sp_axes, ", "));
-  SPMD_CHECK(stage_axis.empty(),
-             "context parallelism (sharding rule [seq, {}]) does not run with pipeline stages (rule [layers, {}]) yet; "
-             "map one of them to null",
-             axes, stage_axis);
+  SPMD_CHECK(std::find(context_axes.begin(), context_axes.end(), stage_axis) == context_axes.end(),
+             "sharding rule [seq, {}] splits the sequence over mesh axis '{}', which the rule [layers, {}] stages the "
+             "blocks over; give context parallelism its own mesh axis",
+             axes, stage_axis, stage_axis);
 }
 
 // A rule for a logical name nothing uses is a typo until shown otherwise: `[embd, null]` would

@@ -1,9 +1,11 @@
 // Context parallelism (a [seq, context] rule onto a weight-free mesh axis) as real processes over
-// Gloo: cp 2 and 4, alone and beside a data, an FSDP or a tensor-parallel axis, follow the
-// single-process loss curve and gradient norms (dropout 0 and 0.1); checkpoints move between a context-parallel mesh and one process both
-// ways; sampling on a context-parallel mesh prints the one-process text; spmd-inspect's activations
-// per rank fall with the context degree and match what a rank holds; recomputation matches; the
-// layouts not built yet (pipeline stages, context beside sequence parallelism) and a block_size that does not cut into 2 x cp chunks exit 2 before launch, naming the keys.
+// Gloo: cp 2 and 4, alone and beside a data, an FSDP, a tensor-parallel or a pipeline axis, and
+// under recomputation, follow the single-process loss curve and gradient norms (dropout 0 and
+// 0.1); checkpoints move between a context-parallel mesh and one process both ways; sampling on a
+// context-parallel mesh prints the one-process text; spmd-inspect's activations per rank fall with
+// the context degree and match what a rank holds; the layouts not built (seq on the pipeline axis,
+// context beside sequence parallelism) and a block_size that does not cut into 2 x cp chunks exit
+// 2 before launch, naming the keys.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -99,6 +101,26 @@ TEST_CASE("context parallel: recomputation (full and selective) on data x contex
     const Curve curve = train(run, run.dir.file(remat),
                               with(with(dropout(0.1), context_parallel(2, true)), {"--set", "runtime.remat=" + remat}));
     check_same_curve(curve, reference, 2e-4);
+  }
+}
+
+TEST_CASE("context parallel: context x stage pipelines (1F1B and interleaved) match the single-process run") {
+  TinyRun run;
+  const std::vector<std::string> four_blocks = with(dropout(0.1), {"--set", "model.n_layer=4"});
+  const Curve reference = train(run, run.dir.file("single"), four_blocks);
+  const auto pipeline = mesh_args({"", "[2,2]", "[context,stage]", "[[batch, null], [seq, context], [layers, stage], " + kOthers + "]"});
+  for (const std::string schedule : {"1f1b", "interleaved"}) {
+    CAPTURE(schedule);
+    const std::string chunks = schedule == "interleaved" ? "2" : "1";
+    const std::string out = run.dir.file(schedule);
+    const Curve curve = train(run, out, with(with(four_blocks, pipeline),
+                                             {"--set", "train.microbatches=2", "--set", "runtime.pipeline_schedule=" + schedule,
+                                              "--set", "runtime.virtual_stages=" + chunks}));
+    check_same_curve(curve, reference, 2e-4);
+    const auto norms = grad_norms(out), reference_norms = grad_norms(run.dir.file("single"));
+    REQUIRE(norms.size() == reference_norms.size());
+    for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(2e-4));
+    CHECK(read_summary(out)["pipeline_stages"].get<int>() == 2);
   }
 }
 
@@ -203,9 +225,10 @@ TEST_CASE("context parallel: layouts it cannot run exit 2 before launch, naming 
                           "[[batch, null], [seq, [context, model]], [heads, model], [mlp, model], [vocab, model], "
                           "[embed, null], [kv, null]]"}),
        {"weight-free axes [context]", "tensor-parallel axes [model]", "at once"}},
-      {mesh_args(TestMesh{"", "[2,2]", "[context,stage]",
-                          "[[batch, null], [seq, context], [layers, stage], " + kOthers + "]"}),
-       {"context parallelism", "pipeline stages", "[layers, stage]"}},
+      // seq on the pipeline's own axis.
+      {with(mesh_args(TestMesh{"", "[2]", "[stage]", "[[batch, null], [seq, stage], [layers, stage], " + kOthers + "]"}),
+            {"--set", "train.microbatches=2"}),
+       {"[seq, stage]", "[layers, stage]", "its own mesh axis"}},
   };
   for (const auto& c : cases) {
     CAPTURE(c.said.front());
