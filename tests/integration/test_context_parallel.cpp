@@ -52,7 +52,7 @@ nlohmann::json inspect_json(const TinyRun& run, const std::vector<std::string>& 
 }
 }  // namespace
 
-TEST_CASE("context parallel: cp 2 and 4, alone and with data, FSDP and tensor axes, match the single-process run") {
+TEST_CASE("context parallel: cp 2 and 4, alone and with data, FSDP and tensor axes (and all three), match one process") {
   TinyRun run;
   struct Case {
     std::string name;
@@ -71,6 +71,10 @@ TEST_CASE("context parallel: cp 2 and 4, alone and with data, FSDP and tensor ax
        mesh_args({"", "[2,2]", "[context,model]",
                   "[[batch, null], [seq, context], [heads, model], [mlp, model], [vocab, model], [embed, null], [kv, null]]"}),
        4, 2},
+      {"data-cp-tp-2x2x2",
+       mesh_args({"", "[2,2,2]", "[data,context,model]",
+                  "[[batch, data], [seq, context], [heads, model], [mlp, model], [vocab, model], [embed, null], [kv, null]]"}),
+       8, 2},
   };
   for (double p : {0.0, 0.1}) {
     CAPTURE(p);
