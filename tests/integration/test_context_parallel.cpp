@@ -97,13 +97,14 @@ TEST_CASE("context parallel: cp 2 and 4, alone and with data, FSDP and tensor ax
   }
 }
 
-TEST_CASE("context parallel: recomputation (full and selective) on data x context matches the single-process run") {
+TEST_CASE("context parallel: recomputation (full, selective) and microbatches on data x context match one process") {
   TinyRun run;
   const Curve reference = train(run, run.dir.file("single"), dropout(0.1));
-  for (const std::string remat : {"full", "selective"}) {
-    CAPTURE(remat);
-    const Curve curve = train(run, run.dir.file(remat),
-                              with(with(dropout(0.1), context_parallel(2, true)), {"--set", "runtime.remat=" + remat}));
+  const std::vector<std::vector<std::string>> variants{
+      {"--set", "runtime.remat=full"}, {"--set", "runtime.remat=selective"}, {"--set", "train.microbatches=2"}};
+  for (const auto& variant : variants) {
+    CAPTURE(variant[1]);
+    const Curve curve = train(run, run.dir.file("variant-" + variant[1]), with(with(dropout(0.1), context_parallel(2, true)), variant));
     check_same_curve(curve, reference, 2e-4);
   }
 }
