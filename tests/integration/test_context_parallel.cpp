@@ -104,7 +104,8 @@ TEST_CASE("context parallel: recomputation (full, selective) and microbatches on
       {"--set", "runtime.remat=full"}, {"--set", "runtime.remat=selective"}, {"--set", "train.microbatches=2"}};
   for (const auto& variant : variants) {
     CAPTURE(variant[1]);
-    const Curve curve = train(run, run.dir.file("variant-" + variant[1]), with(with(dropout(0.1), context_parallel(2, true)), variant));
+    const Curve curve =
+        train(run, run.dir.file("variant-" + variant[1]), with(with(dropout(0.1), context_parallel(2, true)), variant));
     check_same_curve(curve, reference, 2e-4);
   }
 }
