@@ -4,7 +4,11 @@
 // and its backward (the bytes spmd-train reports as summary.json's graph_bytes), op by op, with
 // B rows, T positions, C = n_embd; per device H' heads and a 4C' MLP width (heads / mlp tensor
 // parallel), V' logit columns (vocab tensor parallel), and the residual stream's T' = T / s
-// positions (sequence parallelism over s devices; s = 1 without):
+// positions (sequence parallelism over s devices; s = 1 without). Under context parallelism over
+// c devices every activation holds T / c positions (B, T below stand for the device's tokens),
+// attention's probabilities are (B, H', T/c, T) and it keeps the gathered keys and values (B, T,
+// 2C') and, with dropout, the dropped probabilities beside the mask (selective recomputation
+// replays all three, the mask included):
 //   embeddings   the stream (B, T', C); with a tensor-parallel vocab dim (any size) the masked ids
 //                (int64) and the mask (float) of (B, T); dropout's mask (B, T', C)
 //   layer norm   its input (kept anyway as the stream), mean and rstd (B, T')
@@ -47,6 +51,7 @@ struct DeviceShapes {
   int64_t mlp = 0;                        // MLP hidden width on this device
   int64_t vocab = 0;                      // logit columns on this device
   int64_t seq_split = 1;                  // sequence-parallel degree: the stream holds T / seq_split positions
+  int64_t context_split = 1;              // context-parallel degree: every activation holds T / context_split
   bool dropout = false;
   bool vocab_masked = false;              // the embedding's vocab dim has tensor-parallel axes
   // Bytes per element of the input each dense layer keeps (fp32 4, bf16 operands 2).
@@ -54,8 +59,8 @@ struct DeviceShapes {
           head_in = kFloatBytes;
   int64_t block_weight_copies = 0;        // bf16 operands: the copies of one block's weight shards
   int64_t head_weight_copy = 0;           // ... and of the head's (the tied wte)
-  int64_t full_tokens() const { return B * T; }
-  int64_t stream_tokens() const { return B * T / seq_split; }
+  int64_t full_tokens() const { return B * T / context_split; }
+  int64_t stream_tokens() const { return full_tokens() / seq_split; }
   int64_t stream_bytes() const { return stream_tokens() * C * kFloatBytes; }  // one (B, T', C) fp32
 };
 
@@ -70,7 +75,7 @@ int64_t stage_input_bytes(const DeviceShapes& d, bool first_stage) {
 int64_t block_bytes(const DeviceShapes& d, const std::string& remat) {
   if (remat == "full") return d.stream_bytes();  // its output, the next block's (or ln_f's) input
   const int64_t N = d.full_tokens();
-  const int64_t probs = d.B * d.heads * d.T * d.T * kFloatBytes;  // (B, H', T, T)
+  const int64_t probs = d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;  // (B, H', T/c, T)
   int64_t bytes = 2 * d.stream_bytes()                            // h = x + attn, and the output
                   + 2 * 2 * d.stream_tokens() * kFloatBytes       // ln_1, ln_2: mean and rstd
                   + N * d.C * (d.attn_in + d.fc_in)               // ln_1, ln_2 outputs as c_attn, c_fc keep them
@@ -79,7 +84,13 @@ int64_t block_bytes(const DeviceShapes& d, const std::string& remat) {
                   + N * d.mlp * (kFloatBytes + d.mlp_proj_in)     // GELU derivative (or input), GELU output
                   + d.block_weight_copies;
   if (remat == "none") bytes += probs;
-  if (d.dropout) bytes += probs + 2 * d.stream_bytes();  // attention mask; the two residual masks
+  // Under context parallelism selective recomputation draws the attention mask in the replay.
+  const bool mask_kept = remat == "none" || d.context_split == 1;
+  if (d.dropout) bytes += (mask_kept ? probs : 0) + 2 * d.stream_bytes();  // attention mask; the two residual masks
+  if (d.context_split > 1 && remat == "none") {
+    bytes += d.B * d.T * 2 * d.heads * d.head_dim * kFloatBytes;  // the gathered keys and values
+    if (d.dropout) bytes += probs;                                // the dropped probabilities
+  }
   return bytes;
 }
 
@@ -123,6 +134,7 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.vocab = wte.gathered_shape()[0];
   d.vocab_masked = !wte.tp_axes[0].empty();
   d.seq_split = layout.mesh.axes_size(layout.seq_axes);
+  d.context_split = layout.cp_size();
   d.dropout = m.dropout > 0;
   // A dense layer keeps its input in the operand dtype (and a bf16 copy of its weight), except an
   // FSDP layer, which keeps its fp32 input and gathers the weight again in backward.
@@ -177,6 +189,8 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   e.remat = remat;
   e.sequence_parallel_axes = layout.seq_axes;
   e.sequence_parallel_degree = layout.mesh.axes_size(layout.seq_axes);
+  e.context_parallel_axes = layout.context_axes;
+  e.context_parallel_degree = layout.cp_size();
   return e;
 }
 

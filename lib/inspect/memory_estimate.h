@@ -31,6 +31,8 @@ struct MemoryEstimate {
   std::string remat = "none";              // runtime.remat the activations assume
   std::vector<std::string> sequence_parallel_axes;  // the residual stream's sequence split (empty: none)
   int64_t sequence_parallel_degree = 1;             // positions of the stream held: T / this
+  std::vector<std::string> context_parallel_axes;   // every activation's head-tail split (empty: none)
+  int64_t context_parallel_degree = 1;              // positions of every activation held: T / this
   int64_t total() const { return params + grads + optimizer + fsdp_gathered + activations; }
 };
 

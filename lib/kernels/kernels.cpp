@@ -107,6 +107,20 @@ at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const
   return at::matmul(at::softmax(scores.masked_fill(hidden, -INFINITY), -1), vh).transpose(1, 2);
 }
 
+at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const at::Tensor& q_positions, const at::Tensor& dropout_mask) {
+  const int64_t T = q.size(1), S = k.size(1), D = q.size(3);
+  SPMD_ASSERT(k.sizes() == v.sizes() && q_positions.numel() == T, "attention_at_positions: q {} k {} v {} positions {}",
+              q.sizes().vec(), k.sizes().vec(), v.sizes().vec(), q_positions.numel());
+  const at::Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);  // (B, H, ., D)
+  at::Tensor scores = at::matmul(qh, kh.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, S)
+  const at::Tensor key_positions = at::arange(S, q_positions.options());
+  const at::Tensor hidden = key_positions.unsqueeze(0) > q_positions.unsqueeze(1);  // (T, S): a later key
+  at::Tensor probs = at::softmax(scores.masked_fill(hidden, -INFINITY), -1);
+  if (dropout_mask.defined()) probs = probs * dropout_mask;
+  return at::matmul(probs, vh).transpose(1, 2);
+}
+
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
   if (cpu::fused_gelu_supports(h, bias)) return cpu::fused_bias_gelu(h, bias);
   return at::gelu(bias.defined() ? h + bias : h, "tanh");

@@ -46,6 +46,13 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
 // (B, S, H, D) hold; query i sees keys 0 .. S - T + i. No dropout. (B, T, H, D).
 at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+// Causal attention of queries at arbitrary positions over keys in sequence order: q (B, T, H, D)
+// whose query i sits at position q_positions[i] (int64, (T,)), k and v (B, S, H, D) at positions
+// 0 .. S-1; query i sees keys 0 .. q_positions[i]. dropout_mask: undefined or (B, H, T, S)
+// multipliers of the probabilities, as in causal_attention. (B, T, H, D).
+at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const at::Tensor& q_positions, const at::Tensor& dropout_mask = at::Tensor());
+
 // GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1).
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor());
 

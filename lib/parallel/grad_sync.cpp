@@ -13,7 +13,7 @@ namespace {
 }  // namespace
 
 std::vector<std::string> gradient_sum_axes(const ModelLayout& layout, const ParamLayout& p) {
-  std::vector<std::string> axes = layout.batch_axes;  // its data-parallel replicas...
+  std::vector<std::string> axes = layout.token_axes();  // its data- and context-parallel replicas...
   for (const auto& dims : p.fsdp_axes)
     for (const auto& a : dims) axes.erase(std::find(axes.begin(), axes.end(), a));
   axes.insert(axes.end(), p.sequence_axes.begin(), p.sequence_axes.end());  // ...and its sequence splits
@@ -123,7 +123,8 @@ void GradientSync::finish() {
     }
     start(b);
   }
-  const double scale = 1.0 / static_cast<double>(model_.layout().dp_size() * microbatches_);
+  // Each rank's loss is the mean over its own tokens: all ranks' tokens are equally many.
+  const double scale = 1.0 / static_cast<double>(model_.layout().token_split() * microbatches_);
   for (auto& b : buckets_) {
     b.pending.wait();
     b.buffer.mul_(scale);

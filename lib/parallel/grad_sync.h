@@ -8,9 +8,10 @@
 
 namespace spmd {
 
-// Each rank's loss is the mean over its own rows, so the global gradient is the mean over the
-// data-parallel ranks: sum over the batch axes a parameter is replicated on (FSDP dims were
-// already reduce-scattered in backward), then divide by the data-parallel degree. Under sequence
+// Each rank's loss is the mean over its own tokens, so the global gradient is the mean over the
+// data- and context-parallel ranks: sum over the batch and context axes a parameter is replicated
+// on (FSDP dims were already reduce-scattered in backward), then divide by the number of token
+// splits (data-parallel x context-parallel degree). Under sequence
 // parallelism a per-position parameter's gradient is also summed over the sequence split. With M
 // microbatches each backward's loss is the mean over a microbatch: the M gradients are summed and
 // divided by M too.

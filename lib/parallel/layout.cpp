@@ -60,6 +60,40 @@ void check_sequence_parallel(const Config& config, const LogicalRules& rules, co
   }
 }
 
+// The mesh axes of `seq_axes` that no parameter is sharded over: context parallelism's (the
+// others are Megatron sequence parallelism's, which must meet tensor-parallel layers).
+std::vector<std::string> weight_free_axes(const std::vector<std::string>& seq_axes, const LogicalRules& rules,
+                                          const ModelConfig& model, int64_t padded_vocab) {
+  std::vector<std::string> used;
+  for (const auto& info : gpt2_param_table(model, padded_vocab))
+    for (const auto& axis : rules.resolve(info.logical, info.name).used_axes()) used.push_back(axis);
+  std::vector<std::string> free;
+  for (const auto& axis : seq_axes)
+    if (std::find(used.begin(), used.end(), axis) == used.end()) free.push_back(axis);
+  return free;
+}
+
+// Context parallelism cuts every row into 2 x cp head-tail chunks; it composes with data, FSDP,
+// tensor-parallel (without Megatron sequence parallelism) and pipeline axes of their own.
+void check_context_parallel(const Config& config, const Mesh& mesh, const std::vector<std::string>& context_axes,
+                            const std::vector<std::string>& sp_axes, const std::string& stage_axis) {
+  if (context_axes.empty()) return;
+  const std::string axes = fmt::format("{}", fmt::join(context_axes, ", "));
+  const int64_t cp = mesh.axes_size(context_axes), T = config.model.block_size;
+  SPMD_CHECK(T % (2 * cp) == 0,
+             "model.block_size = {} does not split into 2 x {} head-tail chunks for context parallelism (sharding rule "
+             "[seq, {}] over mesh.shape [{}]): set model.block_size to a multiple of {}",
+             T, cp, axes, fmt::join(mesh.shape(), ", "), 2 * cp);
+  SPMD_CHECK(sp_axes.empty(),
+             "sharding rule [seq, ...] splits the sequence over weight-free axes [{}] (context parallelism) and over "
+             "tensor-parallel axes [{}] (sequence parallelism) at once; map seq to one kind",
+             axes, fmt::join(sp_axes, ", "));
+  SPMD_CHECK(std::find(context_axes.begin(), context_axes.end(), stage_axis) == context_axes.end(),
+             "sharding rule [seq, {}] splits the sequence over mesh axis '{}', which the rule [layers, {}] stages the "
+             "blocks over; give context parallelism its own mesh axis",
+             axes, stage_axis, stage_axis);
+}
+
 // A rule for a logical name nothing uses is a typo until shown otherwise: `[embd, null]` would
 // otherwise surface later as "embed has no rule".
 void check_rule_names(const Config& config) {
@@ -239,6 +273,12 @@ std::vector<int64_t> ParamLayout::gathered_shape() const {
   return shape;
 }
 
+std::vector<std::string> ModelLayout::token_axes() const {
+  std::vector<std::string> axes = batch_axes;
+  axes.insert(axes.end(), context_axes.begin(), context_axes.end());
+  return axes;
+}
+
 const ParamLayout& ModelLayout::param(const std::string& name) const {
   for (const auto& p : params)
     if (p.info.name == name) return p;
@@ -252,24 +292,27 @@ ModelLayout plan_layout(const Config& config) {
   const auto& m = config.model;
   const auto sources = size_sources(config);
 
-  // Activations at block boundaries: ('batch', 'seq', 'embed').
-  PartitionSpec activation_spec = rules.resolve({"batch", "seq", "embed"}, "activations (batch, seq, embed)");
-  check_dims_divide(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd}, {"batch", "seq", "embed"},
-                    sources, "activations (batch, seq, embed)");
-  NamedSharding activation_sharding(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd},
-                                    "activations (batch, seq, embed) with data.batch_size");
-  std::vector<std::string> batch_axes = activation_spec.axes_of(0);
-  const std::vector<std::string> seq_axes = activation_spec.axes_of(1);
-  check_microbatches(config, mesh.axes_size(batch_axes));
-  check_sequence_parallel(config, rules, batch_axes, seq_axes);
-
   // The vocab dim may not divide: pad it (as nanoGPT pads 50257 to 50304); padded rows are
   // masked out of the loss.
   PartitionSpec wte_spec = rules.resolve({"vocab", "embed"}, "wte");
   int64_t vocab_parts = mesh.axes_size(wte_spec.axes_of(0));
   int64_t padded_vocab = (m.vocab_size + vocab_parts - 1) / vocab_parts * vocab_parts;
 
-  ModelLayout layout{mesh, rules, m, padded_vocab, batch_axes, activation_spec, seq_axes, {},
+  // Activations at block boundaries: ('batch', 'seq', 'embed').
+  PartitionSpec activation_spec = rules.resolve({"batch", "seq", "embed"}, "activations (batch, seq, embed)");
+  std::vector<std::string> batch_axes = activation_spec.axes_of(0);
+  std::vector<std::string> seq_axes = activation_spec.axes_of(1);
+  const std::vector<std::string> context_axes = weight_free_axes(seq_axes, rules, m, padded_vocab);
+  for (const auto& axis : context_axes) seq_axes.erase(std::find(seq_axes.begin(), seq_axes.end(), axis));
+  check_context_parallel(config, mesh, context_axes, seq_axes, stage_axis(config, batch_axes));
+  check_dims_divide(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd}, {"batch", "seq", "embed"},
+                    sources, "activations (batch, seq, embed)");
+  NamedSharding activation_sharding(mesh, activation_spec, {config.data.batch_size, m.block_size, m.n_embd},
+                                    "activations (batch, seq, embed) with data.batch_size");
+  check_microbatches(config, mesh.axes_size(batch_axes));
+  check_sequence_parallel(config, rules, batch_axes, seq_axes);
+
+  ModelLayout layout{mesh, rules, m, padded_vocab, batch_axes, activation_spec, seq_axes, context_axes, {},
                      plan_pipeline(config, mesh, batch_axes)};
   for (auto& info : gpt2_param_table(m, padded_vocab)) {
     PartitionSpec spec = rules.resolve(info.logical, info.name);

@@ -57,12 +57,21 @@ struct ModelLayout {
   std::vector<std::string> batch_axes;   // mesh axes of the activations' `batch` dim
   PartitionSpec activation_spec;         // ('batch', 'seq', 'embed') resolved
   std::vector<std::string> seq_axes;     // the residual stream's sequence split (sequence parallelism)
+  // Context parallelism: `seq` mapped onto mesh axes that shard no weight. Every activation is
+  // split along the sequence over them, in head-tail chunks (docs/context-parallel.md).
+  std::vector<std::string> context_axes;
   std::vector<ParamLayout> params;       // in gpt2_param_table order
   PipelineLayout pipeline;
 
   int64_t dp_size() const { return mesh.axes_size(batch_axes); }
   int64_t stage_of(int64_t rank) const { return pipeline.axis.empty() ? 0 : mesh.index_along(rank, {pipeline.axis}); }
   int64_t dp_index(int64_t rank) const { return mesh.index_along(rank, batch_axes); }
+  int64_t cp_size() const { return mesh.axes_size(context_axes); }
+  int64_t cp_index(int64_t rank) const { return mesh.index_along(rank, context_axes); }
+  // The axes over which every rank holds distinct tokens of the step (data and context), and so
+  // over which the loss is averaged and replicated gradients summed.
+  std::vector<std::string> token_axes() const;
+  int64_t token_split() const { return dp_size() * cp_size(); }
   const ParamLayout& param(const std::string& name) const;
 };
 

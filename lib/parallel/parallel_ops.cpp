@@ -143,7 +143,9 @@ at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& t
   at::Tensor logits = local_logits(full.reshape({-1, x.size(-1)}), table);  // (B*T, V_local)
   const int64_t rows = logits.size(1);
   const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
-  return vocab_parallel_cross_entropy(logits.reshape({-1, rows}), targets.reshape({-1}), offset,
+  // Under context parallelism x holds this rank's chunks of the sequence: so must the targets.
+  const at::Tensor local_targets = context_parallel() ? take_context_chunks(targets, 1, context_split()) : targets;
+  return vocab_parallel_cross_entropy(logits.reshape({-1, rows}), local_targets.reshape({-1}), offset,
                                       model_.layout().model.vocab_size, vocab_group);
 }
 
@@ -160,6 +162,12 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
   // (B, H, T, T): both sequence dims are whole here, also under sequence parallelism (where a
   // `seq` rule would claim the heads' axis first).
   static const std::vector<std::string> kProbs{"batch", "heads", "", ""};
+  if (context_parallel()) {
+    // Selective recomputation replays the gather too: backward keeps only the local qkv.
+    if (remat_ == Remat::kSelective)
+      return recomputed(qkv, [this, dropout_site](const at::Tensor& in) { return context_attention(in, dropout_site); });
+    return context_attention(qkv, dropout_site);
+  }
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0) {
     const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
@@ -172,6 +180,25 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
   return kernels::causal_attention(qkv, mask, operands);
 }
 
+ContextSplit ParallelOps::context_split() const {
+  const auto& layout = model_.layout();
+  return {layout.cp_size(), layout.cp_index(model_.comm().rank())};
+}
+
+at::Tensor ParallelOps::context_attention(const at::Tensor& qkv, const std::string& dropout_site) {
+  // The probabilities' rows are this rank's query positions (head-tail), their columns every key
+  // position in order: the rows of the one-process (B, H, T, T) mask at those positions.
+  static const std::vector<std::string> kProbs{"batch", "heads", "seq", ""};
+  const ContextSplit split = context_split();
+  const at::Tensor kv = gather_context_sequence(qkv.narrow(2, 1, 2), group(model_.layout().context_axes), split);
+  const int64_t B = qkv.size(0), T_local = qkv.size(1), H = qkv.size(3), T = kv.size(1);
+  at::Tensor mask;
+  if (!dropout_site.empty() && model_.layout().model.dropout > 0)
+    mask = dropout(at::ones({B, H, T_local, T}, qkv.options()), dropout_site, kProbs);
+  const at::Tensor positions = context_positions(T_local, split, qkv.device());
+  return kernels::attention_at_positions(qkv.select(2, 0), kv.select(2, 0), kv.select(2, 1), positions, mask);
+}
+
 at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) {
   // Not recomputed under selective remat: the fused kernel keeps one tensor (its derivative) the
   // size of its input, which recomputation would have to keep instead.
@@ -179,11 +206,16 @@ at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) 
 }
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
+  if (model_.layout().model.dropout <= 0) return x;
+  return x * dropout_multipliers(x, site, logical);
+}
+
+at::Tensor ParallelOps::dropout_multipliers(const at::Tensor& x, const std::string& site,
+                                            const std::vector<std::string>& logical) {
   const auto& layout = model_.layout();
-  double p = layout.model.dropout;
-  if (p <= 0) return x;
   PartitionSpec spec = layout.rules.resolve(logical, site);
   std::vector<int64_t> local = x.sizes().vec(), global(local.size()), offset(local.size());
+  int64_t seq_dim = -1;  // the dim holding this rank's head-tail chunks, if any
   for (size_t d = 0; d < local.size(); ++d) {
     const auto& axes = spec.axes_of(d);
     // The rank's block of this dim; along the batch, its rows are microbatch_.count slices of
@@ -193,13 +225,27 @@ at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, co
     global[d] = block * layout.mesh.axes_size(axes);
     offset[d] = layout.mesh.index_along(model_.comm().rank(), axes) * block;
     if (batch) offset[d] += microbatch_.index * local[d];
+    if (context_parallel() && !axes.empty() && axes == layout.context_axes) seq_dim = static_cast<int64_t>(d);
   }
   const uint64_t stream = stream_id(fmt::format("{}@step{}", site, step_));
+  const double p = layout.model.dropout;
   // Drawn where x lives: the hand-vectorized loop on the CPU, ATen integer ops on a GPU (no host
   // work, no copy); both give the same bits.
-  const at::Tensor mask = x.is_cpu() ? dropout_mask_block(local, global, offset, seed_, stream, p)
-                                     : dropout_mask_block_on(x.device(), local, global, offset, seed_, stream, p);
-  return x * mask;
+  auto draw = [&](const std::vector<int64_t>& block_local, const std::vector<int64_t>& block_offset) {
+    return x.is_cpu() ? dropout_mask_block(block_local, global, block_offset, seed_, stream, p)
+                      : dropout_mask_block_on(x.device(), block_local, global, block_offset, seed_, stream, p);
+  };
+  if (seq_dim < 0) return draw(local, offset);
+  // Two blocks along the sequence: the rank's chunks at their global positions.
+  const size_t sd = static_cast<size_t>(seq_dim);
+  std::vector<at::Tensor> chunks;
+  for (int64_t start : context_split().chunk_starts(global[sd])) {
+    std::vector<int64_t> chunk_local = local, chunk_offset = offset;
+    chunk_local[sd] = local[sd] / 2;
+    chunk_offset[sd] = start;
+    chunks.push_back(draw(chunk_local, chunk_offset));
+  }
+  return at::cat(chunks, seq_dim);
 }
 
 at::Tensor ParallelOps::constrain(const at::Tensor& x, const std::vector<std::string>& logical) {
@@ -210,7 +256,8 @@ at::Tensor ParallelOps::constrain(const at::Tensor& x, const std::vector<std::st
   PartitionSpec spec = layout.rules.resolve(logical, "activations");
   for (size_t d = 0; d < logical.size(); ++d) {
     const auto& axes = spec.axes_of(d);
-    bool allowed = (d == 0 && axes == layout.batch_axes) || (d == 1 && axes == layout.seq_axes);
+    bool allowed = (d == 0 && axes == layout.batch_axes) ||
+                   (d == 1 && (axes == layout.seq_axes || axes == layout.context_axes));
     if (!allowed && !axes.empty())
       throw UsageError(fmt::format("activation constraint {}: dim {} ('{}') maps to mesh axes {}; only the batch and "
                                    "(sequence parallelism) seq dims of block-boundary activations may be sharded (map "
@@ -218,6 +265,8 @@ at::Tensor ParallelOps::constrain(const at::Tensor& x, const std::vector<std::st
                                    spec.to_string(), d, logical[d], axes, logical[d]));
   }
   if (sequence_parallel() && x.size(1) == sequence_length_) return scatter_to_group(x, 1, group(layout.seq_axes));
+  // Context parallelism: the embeddings' whole sequence becomes this rank's head-tail chunks.
+  if (context_parallel() && x.size(1) == sequence_length_) return take_context_chunks(x, 1, context_split());
   return x;
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.h"
 #include "model/model_ops.h"
+#include "parallel/context_parallel.h"
 #include "parallel/fsdp_ops.h"
 #include "parallel/recompute.h"
 #include "parallel/sharded_model.h"
@@ -58,6 +59,14 @@ class ParallelOps : public ModelOps {
   at::Tensor shard(const std::string& name) const;             // this rank's stored block
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
   bool sequence_parallel() const { return !decoding_ && !model_.layout().seq_axes.empty(); }
+  // Context parallelism: every activation holds this rank's head-tail chunks of the sequence
+  // (off when decoding: each rank then runs the whole sequence).
+  bool context_parallel() const { return !decoding_ && !model_.layout().context_axes.empty(); }
+  ContextSplit context_split() const;
+  // Attention of this rank's queries over every member's keys and values (all-gathered).
+  at::Tensor context_attention(const at::Tensor& qkv, const std::string& dropout_site);
+  // dropout()'s multipliers for x's block; under context parallelism dim `seq_dim` holds two chunks.
+  at::Tensor dropout_multipliers(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical);
   at::Tensor local_logits(const at::Tensor& x2, const std::string& table);  // (rows, C) -> (rows, V_local)
   // body(x), recomputed in backward; the body lives as long as this ParallelOps (its graph's).
   at::Tensor recomputed(const at::Tensor& x, RecomputedBody body);

@@ -69,6 +69,8 @@ void ShardedModel::create_groups() {
   // Every rank creates the same groups in the same order.
   auto& comm = *comm_;
   comm.create_group(layout_.batch_axes);
+  comm.create_group(layout_.context_axes);
+  comm.create_group(layout_.token_axes());
   for (const auto& axis : layout_.mesh.axes()) comm.create_group({axis});
   if (!layout_.pipeline.axis.empty()) comm.create_host_group({layout_.pipeline.axis});  // stage-to-stage traffic
   for (const auto& p : layout_.params) {

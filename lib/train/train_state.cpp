@@ -33,12 +33,12 @@ at::Tensor to_tensor(const std::vector<int64_t>& tokens, int64_t rows, int64_t s
   return pinned.to(device, /*non_blocking=*/true);
 }
 
-// Mean over the data-parallel ranks of each rank's mean loss: the global batch's mean, as a
-// 0-dim float64 tensor on the device (not read here).
+// Mean over the data- and context-parallel ranks of each rank's mean loss (each over as many
+// tokens): the global batch's mean, as a 0-dim float64 tensor on the device (not read here).
 at::Tensor global_mean(const at::Tensor& local_mean, const ShardedModel& model) {
   at::Tensor value = local_mean.detach().to(at::kDouble).reshape({1}).clone();
-  model.comm().along(model.layout().batch_axes).all_reduce_sum(value);
-  return (value / static_cast<double>(model.layout().dp_size())).reshape({});
+  model.comm().along(model.layout().token_axes()).all_reduce_sum(value);
+  return (value / static_cast<double>(model.layout().token_split())).reshape({});
 }
 
 // The clipping factor for a global gradient norm (1 when not clipping), on the norm's device.

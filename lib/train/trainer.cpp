@@ -153,6 +153,7 @@ nlohmann::json describe_run(const TrainState& state, const Config& config) {
   const auto& mesh = state.model->layout().mesh;
   nlohmann::json summary{{"device", state.comm->device().str()},  {"backend", state.comm->runtime().backend},
                          {"ranks", mesh.size()},                  {"data_parallel", state.dp_size()},
+                         {"context_parallel", state.model->layout().cp_size()},
                          {"params", gpt2_num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
                          {"gradient_buckets", state.grad_sync->num_buckets()},
                          {"blas", kernels::cpu::blas_description()},

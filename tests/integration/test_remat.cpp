@@ -84,7 +84,9 @@ TEST_CASE("sequence parallelism: [seq, model] on [2,4] and [1,8] matches one pro
   CHECK(sp < tp);
 }
 
-TEST_CASE("sequence parallelism: seq on a batch axis or on an axis that splits nothing else is refused") {
+// seq on an axis that splits no weight is context parallelism (test_context_parallel.cpp); on a
+// tensor-parallel axis, every tensor-parallel layer must split over it.
+TEST_CASE("sequence parallelism: seq on a batch axis or on an axis that splits only some layers is refused") {
   TinyRun run;
   auto refused = [&](const std::string& rules, const std::string& want) {
     const auto r = run_train(run, run.dir.file("bad"), {"--set", "mesh.shape=[2,2]", "--set", "mesh.axes=[data,model]",
@@ -94,6 +96,6 @@ TEST_CASE("sequence parallelism: seq on a batch axis or on an axis that splits n
   };
   refused("[[batch, data], [seq, data], [vocab, model], [heads, model], [mlp, model], [embed, null], [kv, null]]",
           "already shards the batch");
-  refused("[[batch, data], [seq, model], [vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]]",
+  refused("[[batch, data], [seq, model], [vocab, null], [heads, model], [mlp, null], [embed, null], [kv, null]]",
           "map heads, mlp and vocab to model");
 }
