@@ -59,6 +59,9 @@ struct DeviceShapes {
           head_in = kFloatBytes;
   int64_t block_weight_copies = 0;        // bf16 operands: the copies of one block's weight shards
   int64_t head_weight_copy = 0;           // ... and of the head's (the tied wte)
+  // bf16 operands without dropout: libtorch's fused attention (SDPA) on bf16 q, k, v keeps them,
+  // its output and the log-sum-exp, no (T, T) probabilities (kernels::causal_attention).
+  bool sdpa_attention = false;
   int64_t full_tokens() const { return B * T / context_split; }
   int64_t stream_tokens() const { return full_tokens() / seq_split; }
   int64_t stream_bytes() const { return stream_tokens() * C * kFloatBytes; }  // one (B, T', C) fp32
@@ -79,10 +82,14 @@ int64_t block_bytes(const DeviceShapes& d, const std::string& remat) {
   int64_t bytes = 2 * d.stream_bytes()                            // h = x + attn, and the output
                   + 2 * 2 * d.stream_tokens() * kFloatBytes       // ln_1, ln_2: mean and rstd
                   + N * d.C * (d.attn_in + d.fc_in)               // ln_1, ln_2 outputs as c_attn, c_fc keep them
-                  + N * 3 * d.heads * d.head_dim * kFloatBytes    // qkv: attention's (or its recomputation's) input
                   + N * d.heads * d.head_dim * d.attn_proj_in     // attention output: c_proj's input
                   + N * d.mlp * (kFloatBytes + d.mlp_proj_in)     // GELU derivative (or input), GELU output
                   + d.block_weight_copies;
+  if (d.sdpa_attention && remat != "full") {
+    // bf16 q, k, v and output, fp32 log-sum-exp per (row, head, position); nothing else to drop.
+    return bytes + N * 4 * d.heads * d.head_dim * 2 + d.B * d.heads * d.T * kFloatBytes;
+  }
+  bytes += N * 3 * d.heads * d.head_dim * kFloatBytes;  // qkv: attention's (or its recomputation's) input
   if (remat == "none") bytes += probs;
   // Under context parallelism selective recomputation draws the attention mask in the replay.
   const bool mask_kept = remat == "none" || d.context_split == 1;
@@ -136,6 +143,7 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.seq_split = layout.mesh.axes_size(layout.seq_axes);
   d.context_split = layout.cp_size();
   d.dropout = m.dropout > 0;
+  d.sdpa_attention = m.matmul_dtype == "bfloat16" && !d.dropout && d.context_split == 1;
   // A dense layer keeps its input in the operand dtype (and a bf16 copy of its weight), except an
   // FSDP layer, which keeps its fp32 input and gathers the weight again in backward.
   const int64_t operand = operand_bytes(m.matmul_dtype);
@@ -228,6 +236,7 @@ MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t globa
   d.dropout = model.dropout > 0;
   const int64_t operand = operand_bytes(model.matmul_dtype);
   d.attn_in = d.attn_proj_in = d.fc_in = d.mlp_proj_in = d.head_in = operand;
+  d.sdpa_attention = operand != kFloatBytes && !d.dropout;
   if (operand != kFloatBytes) {
     d.block_weight_copies = 12 * d.C * d.C * operand;  // c_attn 3C^2, c_proj C^2, c_fc and c_proj 4C^2 each
     d.head_weight_copy = d.vocab * d.C * operand;

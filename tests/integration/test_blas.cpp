@@ -25,7 +25,7 @@ bool has_openblas(const TinyRun& run, const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("blas: the run names its BLAS; a generic OpenBLAS core is replaced, a user's core is kept") {
+TEST_CASE("blas: the run names its BLAS, a generic OpenBLAS core is replaced and a user's core is kept") {
   TinyRun run;
   const std::string blas = train_with_env(run, run.dir.file("auto"), {})["blas"].get<std::string>();
   CHECK((blas.find("MKL") != std::string::npos || blas.find("OpenBLAS") != std::string::npos));
