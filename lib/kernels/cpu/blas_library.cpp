@@ -55,6 +55,13 @@ Library torch_blas() {
 Library openblas() {
   Library lib{"openblas", nullptr, "", ""};
 #ifdef SPMD_OPENBLAS_LIBRARY
+  // OpenBLAS reads OPENBLAS_CORETYPE when it loads: a generic core forced by the environment is
+  // replaced here already (the launcher does the same, and more, for its workers).
+  if (const char* user = std::getenv("OPENBLAS_CORETYPE"); user && *user) {
+    __builtin_cpu_init();
+    if (auto core = openblas_coretype_override("", user, __builtin_cpu_supports("avx512f"), __builtin_cpu_supports("avx2")))
+      setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
+  }
   void* handle = dlopen(SPMD_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   if (!handle) return lib;
   using CoreFn = char* (*)();
