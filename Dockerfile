@@ -20,7 +20,12 @@ WORKDIR /src
 # as on a developer's machine. Copied alone first so that this (slow) layer stays cached while the
 # sources change.
 COPY scripts/setup scripts/setup-torch scripts/
-RUN bash scripts/setup && rm -rf /var/lib/apt/lists/* /root/.cache/pip
+# PIP_CERT: a CA bundle pip must trust where PyPI is reached through a local proxy (mount it into
+# the build, e.g. buildah bud --volume /etc/ssl/certs/ca-certificates.crt:/etc/host-ca.crt:ro
+# --build-arg PIP_CERT=/etc/host-ca.crt); unset elsewhere.
+ARG PIP_CERT=""
+RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
+ && bash scripts/setup && rm -rf /var/lib/apt/lists/* /root/.cache/pip
 COPY . .
 # Only the three programs (no tests, no benchmarks); no CUDA toolkit here, so the wheel's CPU
 # libraries are linked (cmake/find_torch.cmake); without ccache, whose cache would not outlive the layer.

@@ -57,7 +57,12 @@ trap cleanup EXIT
 # --layers: keep every step's layer so that the next build reuses what did not change.
 echo "docker test: building $image (buildah bud; a cold build takes many minutes)"
 t0=$(now)
-if ! "${B[@]}" bud --pull-never --layers --isolation chroot -t "$image" . >"$log_dir/build.log" 2>&1; then
+# Where pip trusts a local CA bundle (PIP_CERT), the build gets it too.
+cert_args=()
+if [[ -n "${PIP_CERT:-}" && -f "$PIP_CERT" ]]; then
+  cert_args=(--volume "$PIP_CERT:/etc/host-ca.crt:ro" --build-arg PIP_CERT=/etc/host-ca.crt)
+fi
+if ! "${B[@]}" bud --pull-never --layers --isolation chroot "${cert_args[@]}" -t "$image" . >"$log_dir/build.log" 2>&1; then
   tail -n 60 "$log_dir/build.log" >&2
   fail "buildah bud failed (last lines above)"
 fi
