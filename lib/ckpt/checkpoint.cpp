@@ -21,13 +21,12 @@ namespace fs = std::filesystem;
 
 namespace spmd {
 
-namespace {
-at::Tensor& local_array(CheckpointState& s, const std::string& kind, size_t i) {
+// The rank's block of parameter i's array `kind` (one of kCheckpointArrayKinds).
+at::Tensor& checkpoint_local_array(CheckpointState& s, const std::string& kind, size_t i) {
   if (kind == "param") return s.model.params()[i];
   if (kind == "exp_avg") return s.optimizer.exp_avg()[i];
   return s.optimizer.exp_avg_sq()[i];
 }
-}  // namespace
 
 std::optional<std::string> find_latest_checkpoint(const std::string& dir) {
   std::error_code ec;
@@ -162,7 +161,7 @@ void read_arrays(const std::string& path, const nlohmann::json& index, const Mod
 void restore_on_this_rank(CheckpointState& s, const std::string& path) {
   const nlohmann::json index = read_checked_index(path, s.config.model);
   read_arrays(path, index, s.model.layout(), s.comm.rank(), {std::begin(kCheckpointArrayKinds), std::end(kCheckpointArrayKinds)},
-              [&](const std::string& kind, size_t i) -> at::Tensor& { return local_array(s, kind, i); });
+              [&](const std::string& kind, size_t i) -> at::Tensor& { return checkpoint_local_array(s, kind, i); });
   try {
     s.optimizer.set_steps_taken(index.at("optimizer").at("steps_taken").get<int64_t>());
     LoaderState loader_state;

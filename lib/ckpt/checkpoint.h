@@ -26,6 +26,9 @@ struct CheckpointState {
   int64_t& step;  // the next step to run
 };
 
+// The rank's block of parameter i's array `kind` ("param", "exp_avg", "exp_avg_sq"): saved and restored alike.
+at::Tensor& checkpoint_local_array(CheckpointState& s, const std::string& kind, size_t i);
+
 // The newest complete checkpoint (one with index.json) under `dir`, if any.
 std::optional<std::string> find_latest_checkpoint(const std::string& dir);
 

@@ -23,11 +23,6 @@ namespace fs = std::filesystem;
 namespace spmd {
 
 namespace {
-at::Tensor& local_array(CheckpointState& s, const std::string& kind, size_t i) {
-  if (kind == "param") return s.model.params()[i];
-  if (kind == "exp_avg") return s.optimizer.exp_avg()[i];
-  return s.optimizer.exp_avg_sq()[i];
-}
 
 // The index's entry for every array: global shape, spec, and the block each replica group's
 // primary holder wrote (from the ranks' manifests).
@@ -104,7 +99,7 @@ SaveJob describe_save(CheckpointState& s) {
     if (!layout.params[i].sharding.is_primary_replica(job.rank)) continue;
     for (const char* kind : kCheckpointArrayKinds)
       job.blocks.push_back({std::string(kind) + "/" + layout.params[i].info.name,
-                            local_array(s, kind, i).detach()});
+                            checkpoint_local_array(s, kind, i).detach()});
   }
   nlohmann::json loader_state;
   to_json(loader_state, s.loader.state());
