@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -48,6 +49,186 @@ std::string describe_status(int status) {
   if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return "stopped";
 }
+
+// Everything a worker needs from the launcher, fixed before the first fork.
+struct WorkerEnv {
+  int world = 1;
+  int port = 0;
+  int threads = 1;
+  std::optional<std::string> openblas_core;
+};
+
+// In the child: own process group (a terminal's Ctrl-C reaches the launcher only, which forwards
+// it once), death with the launcher, output into the pipe, the torchrun variables, then exec.
+[[noreturn]] void exec_worker(const LaunchOptions& options, const WorkerEnv& env, int local, int rank, int pipe_fd,
+                              const std::vector<std::string>& argv) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  dup2(pipe_fd, 1);
+  dup2(pipe_fd, 2);
+  close(pipe_fd);
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(env.world).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node).c_str(), 1);
+  setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
+  setenv("MASTER_PORT", std::to_string(env.port).c_str(), 1);
+  setenv("OMP_NUM_THREADS", std::to_string(env.threads).c_str(), 1);
+  setenv("SPMD_THREADS_PER_RANK", std::to_string(env.threads).c_str(), 1);
+  if (env.openblas_core) setenv("OPENBLAS_CORETYPE", env.openblas_core->c_str(), 1);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execv("/proc/self/exe", args.data());
+  _exit(127);
+}
+
+Worker start_worker(const LaunchOptions& options, const WorkerEnv& env, int local,
+                    const std::vector<std::string>& argv) {
+  Worker w;
+  w.rank = options.node_rank * options.nproc_per_node + local;
+  int fds[2];
+  if (pipe(fds) != 0) throw RuntimeError("pipe() failed");
+  const pid_t pid = fork();
+  if (pid < 0) throw RuntimeError("fork() failed");
+  if (pid == 0) {
+    close(fds[0]);
+    exec_worker(options, env, local, w.rank, fds[1], argv);
+  }
+  close(fds[1]);
+  w.pid = pid;
+  w.fd = fds[0];
+  return w;
+}
+
+// Watches the started workers: forwards their lines, forwards signals, and on the first failure
+// stops the others (SIGTERM, then SIGKILL after the grace period).
+class WorkerPool {
+ public:
+  WorkerPool(const LaunchOptions& options, int world, std::vector<Worker> workers)
+      : options_(options), world_(world), workers_(std::move(workers)) {}
+
+  int run(std::string* failure_out) {
+    while (true) {
+      forward_signals();
+      poll_output();
+      if (reap()) break;
+      if (tearing_down_ && std::chrono::steady_clock::now() > kill_deadline_) signal_all(SIGKILL);
+    }
+    for (auto& w : workers_)
+      while (w.fd >= 0) drain(w);
+    std::fflush(stdout);
+    if (!failure_.empty()) fmt::print(stderr, "spmd-train: failed: {}\n", failure_);
+    if (failure_out) *failure_out = failure_;
+    return exit_code_;
+  }
+
+ private:
+  void emit(Worker& w, const std::string& line) {
+    w.tail.push_back(line);
+    if (w.tail.size() > 40) w.tail.pop_front();
+    if (w.rank == 0 || options_.verbose)
+      fmt::print(options_.output_to_stderr ? stderr : stdout, "{}{}\n",
+                 options_.verbose || world_ > 1 ? fmt::format("[rank {}] ", w.rank) : "", line);
+  }
+
+  // Reads what the worker wrote; whole lines are emitted, the rest waits for its newline.
+  void drain(Worker& w) {
+    char buffer[8192];
+    const ssize_t n = read(w.fd, buffer, sizeof buffer);
+    if (n <= 0) {
+      close(w.fd);
+      w.fd = -1;
+      if (!w.partial.empty()) emit(w, w.partial);
+      w.partial.clear();
+      return;
+    }
+    w.partial.append(buffer, static_cast<size_t>(n));
+    size_t start = 0, nl;
+    while ((nl = w.partial.find('\n', start)) != std::string::npos) {
+      emit(w, w.partial.substr(start, nl - start));
+      start = nl + 1;
+    }
+    w.partial.erase(0, start);
+    std::fflush(stdout);
+  }
+
+  void signal_all(int sig) {
+    for (auto& w : workers_)
+      if (!w.exited) kill(w.pid, sig);
+  }
+
+  void tear_down(int sig, std::chrono::milliseconds grace) {
+    signal_all(sig);
+    tearing_down_ = true;
+    kill_deadline_ = std::chrono::steady_clock::now() + grace;
+  }
+
+  // The first signal is forwarded; a second one kills at once.
+  void forward_signals() {
+    if (g_signal_count <= forwarded_signals_) return;
+    forwarded_signals_ = g_signal_count;
+    const int sig = g_last_signal;
+    if (exit_code_ == 0) exit_code_ = 128 + sig;
+    if (forwarded_signals_ == 1) {
+      fmt::print(stderr, "spmd-train: {} received, stopping the workers\n", strsignal(sig));
+      tear_down(sig, std::chrono::seconds(30));
+    } else {
+      fmt::print(stderr, "spmd-train: second signal, killing the workers\n");
+      signal_all(SIGKILL);
+    }
+  }
+
+  void poll_output() {
+    std::vector<pollfd> fds;
+    std::vector<Worker*> owners;
+    for (auto& w : workers_)
+      if (w.fd >= 0) {
+        fds.push_back({w.fd, POLLIN, 0});
+        owners.push_back(&w);
+      }
+    if (fds.empty()) {
+      usleep(20000);
+      return;
+    }
+    const int ready = poll(fds.data(), fds.size(), 100);
+    for (size_t i = 0; ready > 0 && i < fds.size(); ++i)
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) drain(*owners[i]);
+  }
+
+  // Collects exited workers; a failure (outside a teardown) stops the others. True when all exited.
+  bool reap() {
+    bool all_exited = true;
+    for (auto& w : workers_) {
+      if (!w.exited && waitpid(w.pid, &w.status, WNOHANG) == w.pid) {
+        w.exited = true;
+        const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+        if (!ok && !tearing_down_) on_failure(w);
+      }
+      all_exited = all_exited && w.exited;
+    }
+    return all_exited;
+  }
+
+  void on_failure(Worker& w) {
+    while (w.fd >= 0) drain(w);  // its last words
+    failure_ = fmt::format("rank {} (pid {}) {}", w.rank, w.pid, describe_status(w.status));
+    exit_code_ = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2 ? 2 : 1;
+    fmt::print(stderr, "spmd-train: {}; stopping the other ranks\n", failure_);
+    if (w.rank != 0 && !options_.verbose)
+      for (const auto& line : w.tail) fmt::print(stderr, "[rank {}] {}\n", w.rank, line);
+    tear_down(SIGTERM, std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000)));
+  }
+
+  const LaunchOptions& options_;
+  const int world_;
+  std::vector<Worker> workers_;
+  int exit_code_ = 0;
+  std::string failure_;
+  int forwarded_signals_ = 0;
+  bool tearing_down_ = false;
+  std::chrono::steady_clock::time_point kill_deadline_{};
+};
 }  // namespace
 
 int default_threads_per_rank(int local_ranks) {
@@ -74,14 +255,15 @@ int pick_free_port() {
 }
 
 int launch_workers(const LaunchOptions& options, const std::vector<std::string>& argv, std::string* failure_out) {
-  const int world = options.nproc_per_node * options.nnodes;
-  int port = options.master_port;
-  if (port == 0) {
+  WorkerEnv env;
+  env.world = options.nproc_per_node * options.nnodes;
+  env.port = options.master_port;
+  if (env.port == 0) {
     SPMD_CHECK(options.nnodes == 1, "--master-port is required with --nnodes > 1 (every node must agree on it)");
-    port = pick_free_port();
+    env.port = pick_free_port();
   }
-  const int threads = options.threads_per_rank > 0 ? options.threads_per_rank
-                                                   : default_threads_per_rank(options.nproc_per_node);
+  env.threads = options.threads_per_rank > 0 ? options.threads_per_rank
+                                             : default_threads_per_rank(options.nproc_per_node);
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
@@ -90,141 +272,13 @@ int launch_workers(const LaunchOptions& options, const std::vector<std::string>&
 
   // OpenBLAS reads OPENBLAS_CORETYPE when it loads: a generic (SSE) core on an AVX2/AVX-512 CPU,
   // detected here or forced by the environment, is replaced for the workers before they start.
-  const std::optional<std::string> openblas_core = kernels::cpu::openblas_coretype_for_workers();
+  env.openblas_core = kernels::cpu::openblas_coretype_for_workers();
   // The BLAS choice is timed here once, before the workers start, so that they all find it made.
-  if (!openblas_core) kernels::cpu::blas_description();
-  std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
-  for (int local = 0; local < options.nproc_per_node; ++local) {
-    Worker& w = workers[static_cast<size_t>(local)];
-    w.rank = options.node_rank * options.nproc_per_node + local;
-    int fds[2];
-    if (pipe(fds) != 0) throw RuntimeError("pipe() failed");
-    pid_t pid = fork();
-    if (pid < 0) throw RuntimeError("fork() failed");
-    if (pid == 0) {
-      // Own process group: a terminal's Ctrl-C reaches the launcher only, which forwards it once.
-      // Die with the launcher, whatever kills it.
-      setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      dup2(fds[1], 1);
-      dup2(fds[1], 2);
-      close(fds[0]);
-      close(fds[1]);
-      setenv("RANK", std::to_string(w.rank).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node).c_str(), 1);
-      setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
-      setenv("SPMD_THREADS_PER_RANK", std::to_string(threads).c_str(), 1);
-      if (openblas_core) setenv("OPENBLAS_CORETYPE", openblas_core->c_str(), 1);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv("/proc/self/exe", args.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    w.pid = pid;
-    w.fd = fds[0];
-  }
-
-  auto emit = [&](Worker& w, const std::string& line) {
-    w.tail.push_back(line);
-    if (w.tail.size() > 40) w.tail.pop_front();
-    if (w.rank == 0 || options.verbose)
-      fmt::print(options.output_to_stderr ? stderr : stdout, "{}{}\n",
-                 options.verbose || world > 1 ? fmt::format("[rank {}] ", w.rank) : "", line);
-  };
-  auto drain = [&](Worker& w) {
-    char buffer[8192];
-    ssize_t n = read(w.fd, buffer, sizeof buffer);
-    if (n <= 0) {
-      close(w.fd);
-      w.fd = -1;
-      if (!w.partial.empty()) emit(w, w.partial);
-      w.partial.clear();
-      return;
-    }
-    w.partial.append(buffer, static_cast<size_t>(n));
-    size_t start = 0, nl;
-    while ((nl = w.partial.find('\n', start)) != std::string::npos) {
-      emit(w, w.partial.substr(start, nl - start));
-      start = nl + 1;
-    }
-    w.partial.erase(0, start);
-    std::fflush(stdout);
-  };
-  auto signal_all = [&](int sig) {
-    for (auto& w : workers)
-      if (!w.exited) kill(w.pid, sig);
-  };
-
-  int exit_code = 0;
-  std::string failure;
-  int forwarded_signals = 0;
-  std::chrono::steady_clock::time_point kill_deadline{};
-  bool tearing_down = false;
-  while (true) {
-    // Signals: forward the first; a second one kills at once.
-    if (g_signal_count > forwarded_signals) {
-      forwarded_signals = g_signal_count;
-      int sig = g_last_signal;
-      if (exit_code == 0) exit_code = 128 + sig;
-      if (forwarded_signals == 1) {
-        fmt::print(stderr, "spmd-train: {} received, stopping the workers\n", strsignal(sig));
-        signal_all(sig);
-        tearing_down = true;
-        kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      } else {
-        fmt::print(stderr, "spmd-train: second signal, killing the workers\n");
-        signal_all(SIGKILL);
-      }
-    }
-    std::vector<pollfd> fds;
-    std::vector<Worker*> owners;
-    for (auto& w : workers)
-      if (w.fd >= 0) {
-        fds.push_back({w.fd, POLLIN, 0});
-        owners.push_back(&w);
-      }
-    if (!fds.empty()) {
-      int ready = poll(fds.data(), fds.size(), 100);
-      for (size_t i = 0; ready > 0 && i < fds.size(); ++i)
-        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) drain(*owners[i]);
-    } else {
-      usleep(20000);
-    }
-    bool all_exited = true;
-    for (auto& w : workers) {
-      if (!w.exited && waitpid(w.pid, &w.status, WNOHANG) == w.pid) {
-        w.exited = true;
-        bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
-        if (!ok && !tearing_down) {
-          while (w.fd >= 0) drain(w);  // its last words
-          failure = fmt::format("rank {} (pid {}) {}", w.rank, w.pid, describe_status(w.status));
-          exit_code = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2 ? 2 : 1;
-          fmt::print(stderr, "spmd-train: {}; stopping the other ranks\n", failure);
-          if (w.rank != 0 && !options.verbose)
-            for (const auto& line : w.tail) fmt::print(stderr, "[rank {}] {}\n", w.rank, line);
-          signal_all(SIGTERM);
-          tearing_down = true;
-          kill_deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000));
-        }
-      }
-      all_exited = all_exited && w.exited;
-    }
-    if (all_exited) break;
-    if (tearing_down && std::chrono::steady_clock::now() > kill_deadline) signal_all(SIGKILL);
-  }
-  for (auto& w : workers)
-    while (w.fd >= 0) drain(w);
-  std::fflush(stdout);
-  if (!failure.empty()) fmt::print(stderr, "spmd-train: failed: {}\n", failure);
-  if (failure_out) *failure_out = failure;
-  return exit_code;
+  if (!env.openblas_core) kernels::cpu::blas_description();
+  std::vector<Worker> workers;
+  for (int local = 0; local < options.nproc_per_node; ++local)
+    workers.push_back(start_worker(options, env, local, argv));
+  return WorkerPool(options, env.world, std::move(workers)).run(failure_out);
 }
 
 }  // namespace spmd
