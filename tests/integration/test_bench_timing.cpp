@@ -1,0 +1,34 @@
+// bench_train times each step to a synchronized end: the steps' own times must account for the
+// wall time of the timed loop measured from outside, and each must cover its phases. (On a GPU a
+// step timed on the host alone would leave its queued work to the next step's clock, or to none.)
+#include <doctest/doctest.h>
+
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+#include "training_fixture.h"
+
+using namespace spmd::test;
+
+TEST_CASE("bench: bench_train's step times add up to the timed loop's wall time and cover their phases") {
+  TinyRun run;
+  const std::string json_path = run.dir.file("bench.json");
+  const auto r = run_process({std::string(SPMD_BINARY_DIR) + "/bench/bench_train", "--config", run.config,
+                              "--warmup", "1", "--steps", "6", "--peak-size", "128", "--json", json_path},
+                             {}, 300);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const auto j = nlohmann::json::parse(read_file(json_path));
+  const auto steps = j["step_ms"].get<std::vector<double>>();
+  REQUIRE(steps.size() == 6);
+  const double sum = std::accumulate(steps.begin(), steps.end(), 0.0);
+  const double loop = j["timed_loop_wall_ms"].get<double>();
+  INFO("steps sum " << sum << " ms, timed loop " << loop << " ms");
+  CHECK(sum <= loop);
+  CHECK(sum >= 0.8 * loop);  // between steps only the loss is read and the clocks are taken
+  const auto& split = j["median_step_split_ms"];
+  const double phases = split["data"].get<double>() + split["forward"].get<double>() +
+                        split["backward"].get<double>() + split["optimizer"].get<double>();
+  CHECK(j["median_step_ms"].get<double>() >= phases);
+}
