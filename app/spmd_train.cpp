@@ -77,9 +77,9 @@ struct TrainCliOptions {
 constexpr const char* kExamples = R"(
 Examples:
   spmd-train --config configs/default.yaml
-      4 worker processes on a 2x2 (data, model) mesh; one line per logged step
-  spmd-train --config configs/default.yaml --set mesh.shape=[4,1] --set train.steps=200
-      the same run as pure data parallelism, shorter, without editing the file
+      2 worker processes on a [2, 1] (data, model) mesh; one line per logged step
+  spmd-train --config configs/default.yaml --set mesh.shape=[2,2] --set train.steps=200
+      the same run on 4 processes (data x tensor parallel), shorter, without editing the file
   spmd-train --config configs/default.yaml --resume
       continue from the newest checkpoint in checkpoint.dir
 Check a layout and its memory before training: spmd-inspect --config FILE. Config files: configs/README.md.

@@ -6,6 +6,10 @@
 - Every `$ spmd-inspect ...` block that shows output is run from the repository root, and each line
   it shows (other than "...") appears in the real output, in order.
 - Every `bash scripts/X` or `bash bench/X` (and configs/... path) it names exists.
+- Every training command (`spmd-train --config F [--set ...]`) is laid out by `spmd-inspect` with
+  the same config and overrides, which must accept them (exit 0); every other `spmd-inspect`
+  command is run as shown (but --calibrate, which times this machine for minutes). A command's
+  `> FILE` goes to a scratch folder, where a later command's --config finds it.
 
 Run by ctest as "docs: ..." with SPMD_BINARY_DIR and SPMD_SOURCE_DIR set. Prints each problem as
 FILE:LINE: what; exit 1 if any.
@@ -16,6 +20,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 SRC = os.environ.get("SPMD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("SPMD_BINARY_DIR", os.path.join(SRC, "build"))
@@ -113,6 +118,53 @@ def check_inspect_blocks(path, rel):
             pos = found + 1
 
 
+SCRATCH = tempfile.mkdtemp(prefix="check-docs-")
+
+
+def command_words(prog, text):
+    """The words of `prog`'s command in `text` (comments and pipes cut off), or None."""
+    at = text.find(prog + " ")
+    if at < 0 or (at > 0 and text[at - 1] not in " $(|`/"):
+        return None
+    try:
+        return shlex.split(text[at:].split("#")[0].split("|")[0], posix=True)
+    except ValueError:
+        return None
+
+
+def check_runs(path, n, text):
+    words = command_words("spmd-train", text)
+    if words and ("--config" in words or "-c" in words) and words[1] not in SUBCOMMANDS["spmd-train"]:
+        # The config and overrides, laid out without training: the flags of the launch itself
+        # (--nproc, --resume, ...) are checked against --help above.
+        argv = [w for i, w in enumerate(words[1:], 1) if w in ("--config", "-c", "--set") or
+                words[i - 1] in ("--config", "-c", "--set")]
+        run_inspect(path, n, text, argv)
+        return
+    words = command_words("spmd-inspect", text)
+    if words and "--calibrate" not in words and "..." not in words:
+        run_inspect(path, n, text, words[1:])
+
+
+def run_inspect(path, n, text, args):
+    args = list(args)
+    out_file = None
+    if ">" in args:  # `... > FILE`: keep FILE for the commands after it
+        out_file = os.path.join(SCRATCH, args[args.index(">") + 1])
+        args = args[:args.index(">")]
+    for i, w in enumerate(args[:-1]):
+        if w in ("--config", "-c") and os.path.exists(os.path.join(SCRATCH, args[i + 1])):
+            args[i + 1] = os.path.join(SCRATCH, args[i + 1])
+    real = subprocess.run([os.path.join(BIN, "app", "spmd-inspect")] + args, capture_output=True, text=True,
+                          cwd=SRC, timeout=300)
+    if real.returncode != 0:
+        last = (real.stderr.strip() or real.stdout.strip()).split("\n")[-1]
+        problems.append(f"{path}:{n}: `{text.strip()}` is refused (spmd-inspect exit {real.returncode}): {last}")
+    elif out_file:
+        with open(out_file, "w") as f:
+            f.write(real.stdout)
+
+
 def check_paths(path, n, text):
     for m in re.finditer(r"\b((?:scripts|bench|configs|datasets)/[\w./-]+\.?\w*)", text):
         p = m.group(1).rstrip(".,:;)")
@@ -128,6 +180,7 @@ def main():
         rel = os.path.relpath(path, SRC)
         for n, text in joined(code_lines(path)):
             check_options(rel, n, text)
+            check_runs(rel, n, text)
             if re.search(r"\bbash (scripts|bench)/", text):
                 check_paths(rel, n, text)
         check_inspect_blocks(path, rel)
