@@ -242,6 +242,35 @@ void close_run(const Config& config, TrainState& state, const LoopCheckpoints& c
     plot_losses(config, state, *metrics);
   }
 }
+
+// Every rank must agree on stopping (a signal or a failed background save may reach them at
+// different steps): the max of their votes is all-reduced after each step, over the CPU control
+// group (no GPU wait). Returns {signal, a save failed}.
+std::pair<int, bool> agreed_stop_votes(TrainState& state, LoopCheckpoints& checkpoints) {
+  at::Tensor votes = at::tensor({static_cast<float>(stop_signal_received()),
+                                 checkpoints.failed_since_last_check() ? 1.0f : 0.0f});
+  state.comm->control().all_reduce_max(votes);
+  return {static_cast<int>(votes[0].item<float>()), votes[1].item<float>() > 0};
+}
+
+// The run's end after its last step: the last verdict read, the final state saved, the summary.
+void finish_run(const Config& config, TrainState& state, LoopCheckpoints& checkpoints, MetricsLog* metrics,
+                const Progress& progress, int64_t first_step, double last_loss, int64_t graph_bytes,
+                nlohmann::json& summary) {
+  check_health(state);  // the last steps' verdict, where it was not read yet
+  checkpoints.save();   // the final state, unless just saved
+  checkpoints.finish();
+  const double total_s = progress.seconds();
+  summary["loop_s"] = total_s;
+  if (state.rank() == 0)
+    fmt::print("done: {} steps in {}, final loss {:.4f}\n", config.train.steps - first_step, format_duration(total_s),
+               last_loss);
+  summary["steps_run"] = config.train.steps - first_step;
+  summary["final_loss"] = last_loss;
+  add_run_totals(state, graph_bytes, summary);
+  close_run(config, state, checkpoints, metrics, summary);
+  state.comm->control().barrier();
+}
 }  // namespace
 
 int run_training(const Config& config, const RendezvousInfo& rendezvous, const TrainOptions& options) {
@@ -253,16 +282,6 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       leader ? std::make_unique<MetricsLog>(config.output.dir, resuming ? state.step : -1) : nullptr;
   LoopCheckpoints checkpoints(state, resuming ? state.step : -1);  // collective
   nlohmann::json summary = describe_run(state, config);
-
-  // Every rank must agree on stopping (a signal or a failed background save may reach them at
-  // different steps): the max of their votes is all-reduced after each step, over the CPU control
-  // group (no GPU wait). Returns {signal, a save failed}.
-  auto agreed_votes = [&]() {
-    at::Tensor votes = at::tensor({static_cast<float>(stop_signal_received()),
-                                   checkpoints.failed_since_last_check() ? 1.0f : 0.0f});
-    state.comm->control().all_reduce_max(votes);
-    return std::make_pair(static_cast<int>(votes[0].item<float>()), votes[1].item<float>() > 0);
-  };
 
   std::optional<DatasetMeta> sample_tokenizer;
   if (tc.sample_every > 0) sample_tokenizer = training_tokenizer(config);
@@ -290,7 +309,7 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
     if (log_now) progress.log(step, last_loss, r, val_loss);
     if (tc.sample_every > 0 && state.step % tc.sample_every == 0) print_sample(state, *sample_tokenizer);
     if (config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoints.save();
-    const auto [sig, save_failed] = agreed_votes();
+    const auto [sig, save_failed] = agreed_stop_votes(state, checkpoints);
     if (save_failed) checkpoints.raise_failure();
     if (sig) {
       if (leader) fmt::print("stopping after step {} on {}\n", state.step, strsignal(sig));
@@ -302,17 +321,7 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       return 128 + sig;
     }
   }
-  check_health(state);  // the last steps' verdict, where it was not read yet
-  checkpoints.save();  // the final state, unless just saved
-  checkpoints.finish();
-  const double total_s = progress.seconds();
-  summary["loop_s"] = total_s;
-  if (leader) fmt::print("done: {} steps in {}, final loss {:.4f}\n", tc.steps - first_step, format_duration(total_s), last_loss);
-  summary["steps_run"] = tc.steps - first_step;
-  summary["final_loss"] = last_loss;
-  add_run_totals(state, graph_bytes, summary);
-  close_run(config, state, checkpoints, metrics.get(), summary);
-  state.comm->control().barrier();
+  finish_run(config, state, checkpoints, metrics.get(), progress, first_step, last_loss, graph_bytes, summary);
   return 0;
 }
 
