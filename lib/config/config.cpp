@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include "config/config_schema.h"
 #include "config/yaml_reader.h"
 #include "mesh/mesh.h"
 #include "util/error.h"
@@ -26,36 +27,127 @@ namespace {
 constexpr int64_t kMaxLayers = 1024;                  // parameter tables are per layer
 constexpr int64_t kMaxRunBytes = int64_t{1} << 60;    // 1 EiB of fp32 training state
 
-const std::vector<std::string> kDataKeys = {"train", "val", "batch_size", "window_stride"};
+// ---------------------------------------------------------------------------- section tables
+// One entry per key, in the order keys are read, listed in messages and emitted.
 
-// ------------------------------------------------------------------------------ field rules
+using namespace schema;
 
-void read_positive(const MapReader& r, const std::string& key, int64_t& out) {
-  r.read(key, out);
-  r.check(key, out > 0, "expected a positive integer");
+const Section<ModelConfig>& model_section() {
+  using M = ModelConfig;
+  static const Section<M> section{"model", {
+      positive("vocab_size", &M::vocab_size),
+      positive("block_size", &M::block_size),
+      positive("n_layer", &M::n_layer)
+          .also([](const M& m) { return m.n_layer <= kMaxLayers; },
+                fmt::format("expected at most {} layers", kMaxLayers)),
+      positive("n_head", &M::n_head),
+      positive("n_embd", &M::n_embd),
+      fraction("dropout", &M::dropout),
+      plain("bias", &M::bias),
+      choice("matmul_dtype", &M::matmul_dtype, {"float32", "bfloat16"}),
+  }};
+  return section;
 }
 
-void read_at_least(const MapReader& r, const std::string& key, int64_t& out, int64_t min) {
-  r.read(key, out);
-  r.check(key, out >= min,
-          min == 0 ? "expected a non-negative integer" : fmt::format("expected an integer >= {}", min));
+const Section<DataConfig>& data_section() {
+  using D = DataConfig;
+  static const Section<D> section{"data", {
+      plain("train", &D::train),  // existence is the data loader's business
+      plain("val", &D::val),
+      positive("batch_size", &D::batch_size),
+      at_least("window_stride", &D::window_stride, 0),
+  }};
+  return section;
 }
 
-void read_non_negative(const MapReader& r, const std::string& key, double& out) {
-  r.read(key, out);
-  r.check(key, out >= 0, "expected a non-negative number");
+const Section<TrainConfig>& train_section() {
+  using T = TrainConfig;
+  static const Section<T> section{"train", {
+      positive("steps", &T::steps),
+      at_least("decay_steps", &T::decay_steps, 0),
+      plain("seed", &T::seed),
+      checked("lr", &T::lr, [](double v) { return v > 0; }, "expected a positive number"),
+      non_negative("min_lr", &T::min_lr),
+      at_least("warmup_steps", &T::warmup_steps, 0),
+      non_negative("weight_decay", &T::weight_decay),
+      fraction("beta1", &T::beta1),
+      fraction("beta2", &T::beta2),
+      non_negative("grad_clip", &T::grad_clip),
+      at_least("eval_every", &T::eval_every, 0),
+      positive("eval_batches", &T::eval_batches),
+      positive("log_every", &T::log_every),
+      plain("skip_nonfinite", &T::skip_nonfinite),
+      // Divisibility by data-parallel degree x microbatches needs the mesh layout: plan_layout
+      // checks it.
+      at_least("microbatches", &T::microbatches, 1),
+      at_least("sample_every", &T::sample_every, 0),
+      plain("init_from", &T::init_from),  // checked against model.* by check_hf_checkpoint
+  }};
+  return section;
 }
 
-void read_fraction(const MapReader& r, const std::string& key, double& out) {
-  r.read(key, out);
-  r.check(key, out >= 0 && out < 1, "expected a number in [0, 1)");
+const Section<CheckpointConfig>& checkpoint_section() {
+  using C = CheckpointConfig;
+  static const Section<C> section{"checkpoint", {
+      plain("dir", &C::dir),
+      at_least("every", &C::every, 0),
+      at_least("keep", &C::keep, 1),
+      plain("async", &C::async),
+  }};
+  return section;
 }
 
-void read_choice(const MapReader& r, const std::string& key, std::string& out,
-                 const std::vector<std::string>& choices) {
-  r.read(key, out);
-  r.check(key, std::find(choices.begin(), choices.end(), out) != choices.end(),
-          fmt::format("expected one of {}", fmt::join(choices, ", ")));
+const Section<OutputConfig>& output_section() {
+  static const Section<OutputConfig> section{"output", {plain("dir", &OutputConfig::dir)}};
+  return section;
+}
+
+// 'auto' or a count; RuntimeConfig stores 'auto' as 0, and 0 is emitted back as 'auto'.
+Field<RuntimeConfig> threads_per_rank() {
+  const std::string key = "threads_per_rank";
+  auto read = [key](const MapReader& r, RuntimeConfig& rt) {
+    if (!r.has(key)) return;
+    const YAML::Node v = r.get(key);
+    std::optional<int64_t> n;
+    if (v.IsScalar()) n = v.Scalar() == "auto" ? std::optional<int64_t>(0) : parse_int(v.Scalar());
+    r.check(key, n && *n >= 0, "expected 'auto' or a non-negative integer");
+    rt.threads_per_rank = *n;
+  };
+  auto emit = [key](YAML::Emitter& out, const RuntimeConfig& rt) {
+    if (rt.threads_per_rank == 0) {
+      emit_value(out, key, std::string("auto"));
+    } else {
+      emit_value(out, key, rt.threads_per_rank);
+    }
+  };
+  return {key, read, emit};
+}
+
+const Section<RuntimeConfig>& runtime_section() {
+  using R = RuntimeConfig;
+  auto all_positive = [](const std::vector<int64_t>& counts) {
+    return std::all_of(counts.begin(), counts.end(), [](int64_t n) { return n > 0; });
+  };
+  // virtual_stages and pipeline_layers are emitted only when set: most runs have no pipeline.
+  static const Section<R> section{"runtime", {
+      choice("backend", &R::backend, {"gloo", "nccl", "auto"}),
+      choice("device", &R::device, {"cpu", "cuda", "auto"}),
+      threads_per_rank(),
+      checked("timeout_s", &R::timeout_s, [](double v) { return v > 0; },
+              "expected a positive number of seconds"),
+      non_negative("grad_bucket_mb", &R::grad_bucket_mb)
+          .also([](const R& rt) { return rt.grad_bucket_mb <= 1048576; },
+                "expected at most 1048576 (1 TiB)"),
+      plain("fsdp_prefetch", &R::fsdp_prefetch),
+      choice("pipeline_schedule", &R::pipeline_schedule, {"1f1b", "gpipe", "interleaved"}),
+      at_least("virtual_stages", &R::virtual_stages, 1)
+          .emitted_if([](const R& rt) { return rt.virtual_stages != 1; }),
+      choice("remat", &R::remat, {"none", "full", "selective"}),
+      checked("pipeline_layers", &R::pipeline_layers, all_positive,
+              "expected a list of positive block counts, one per pipeline stage")
+          .emitted_if([](const R& rt) { return !rt.pipeline_layers.empty(); }),
+  }};
+  return section;
 }
 
 // ---------------------------------------------------------------------------------- sections
@@ -144,18 +236,7 @@ std::vector<ShardingRule> read_sharding_rules(const MapReader& top, const MeshCo
 
 ModelConfig read_model(const MapReader& top) {
   ModelConfig m;
-  MapReader r = top.section(
-      "model", {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias", "matmul_dtype"});
-  read_positive(r, "vocab_size", m.vocab_size);
-  read_positive(r, "block_size", m.block_size);
-  read_positive(r, "n_layer", m.n_layer);
-  r.check("n_layer", m.n_layer <= kMaxLayers,
-          fmt::format("expected at most {} layers", kMaxLayers));
-  read_positive(r, "n_head", m.n_head);
-  read_positive(r, "n_embd", m.n_embd);
-  read_fraction(r, "dropout", m.dropout);
-  r.read("bias", m.bias);
-  read_choice(r, "matmul_dtype", m.matmul_dtype, {"float32", "bfloat16"});
+  MapReader r = model_section().read(top, m);
   if (m.n_embd % m.n_head != 0)
     r.fail("n_embd", fmt::format("{} is not divisible by model.n_head = {} (each head gets "
                                  "n_embd / n_head channels)",
@@ -165,88 +246,11 @@ ModelConfig read_model(const MapReader& top) {
 
 DataConfig read_data(const MapReader& top, const ModelConfig& model) {
   DataConfig d;
-  MapReader r = top.section("data", kDataKeys);
-  r.read("train", d.train);  // existence is the data loader's business
-  r.read("val", d.val);
-  read_positive(r, "batch_size", d.batch_size);
-  read_at_least(r, "window_stride", d.window_stride, 0);
+  MapReader r = data_section().read(top, d);
   r.check("window_stride", d.window_stride <= model.block_size,
           fmt::format("{} is above model.block_size = {}: windows would skip tokens (0 means block_size)",
                       d.window_stride, model.block_size));
   return d;
-}
-
-TrainConfig read_train(const MapReader& top) {
-  TrainConfig t;
-  MapReader r = top.section(
-      "train", {"steps", "decay_steps", "seed", "lr", "min_lr", "warmup_steps", "weight_decay",
-                "beta1", "beta2", "grad_clip", "eval_every", "eval_batches", "log_every",
-                "skip_nonfinite", "microbatches", "sample_every", "init_from"});
-  read_positive(r, "steps", t.steps);
-  read_at_least(r, "decay_steps", t.decay_steps, 0);
-  r.read("seed", t.seed);
-  r.read("lr", t.lr);
-  r.check("lr", t.lr > 0, "expected a positive number");
-  read_non_negative(r, "min_lr", t.min_lr);
-  read_at_least(r, "warmup_steps", t.warmup_steps, 0);
-  read_non_negative(r, "weight_decay", t.weight_decay);
-  read_fraction(r, "beta1", t.beta1);
-  read_fraction(r, "beta2", t.beta2);
-  read_non_negative(r, "grad_clip", t.grad_clip);
-  read_at_least(r, "eval_every", t.eval_every, 0);
-  read_positive(r, "eval_batches", t.eval_batches);
-  read_positive(r, "log_every", t.log_every);
-  r.read("skip_nonfinite", t.skip_nonfinite);
-  // Divisibility by data-parallel degree x microbatches needs the mesh layout: plan_layout checks it.
-  read_at_least(r, "microbatches", t.microbatches, 1);
-  read_at_least(r, "sample_every", t.sample_every, 0);
-  r.read("init_from", t.init_from);  // checked against model.* by check_hf_checkpoint (needs the file)
-  return t;
-}
-
-CheckpointConfig read_checkpoint(const MapReader& top) {
-  CheckpointConfig c;
-  MapReader r = top.section("checkpoint", {"dir", "every", "keep", "async"});
-  r.read("dir", c.dir);
-  read_at_least(r, "every", c.every, 0);
-  read_at_least(r, "keep", c.keep, 1);
-  r.read("async", c.async);
-  return c;
-}
-
-OutputConfig read_output(const MapReader& top) {
-  OutputConfig o;
-  MapReader r = top.section("output", {"dir"});
-  r.read("dir", o.dir);
-  return o;
-}
-
-RuntimeConfig read_runtime(const MapReader& top) {
-  RuntimeConfig rt;
-  MapReader r = top.section("runtime", {"backend", "device", "threads_per_rank", "timeout_s", "grad_bucket_mb",
-                                           "fsdp_prefetch", "pipeline_schedule", "virtual_stages", "pipeline_layers",
-                                           "remat"});
-  read_choice(r, "backend", rt.backend, {"gloo", "nccl", "auto"});
-  read_choice(r, "device", rt.device, {"cpu", "cuda", "auto"});
-  if (r.has("threads_per_rank")) {
-    const YAML::Node v = r.get("threads_per_rank");
-    std::optional<int64_t> n;
-    if (v.IsScalar()) n = v.Scalar() == "auto" ? std::optional<int64_t>(0) : parse_int(v.Scalar());
-    r.check("threads_per_rank", n && *n >= 0, "expected 'auto' or a non-negative integer");
-    rt.threads_per_rank = *n;
-  }
-  r.read("timeout_s", rt.timeout_s);
-  r.check("timeout_s", rt.timeout_s > 0, "expected a positive number of seconds");
-  read_non_negative(r, "grad_bucket_mb", rt.grad_bucket_mb);
-  r.check("grad_bucket_mb", rt.grad_bucket_mb <= 1048576, "expected at most 1048576 (1 TiB)");
-  r.read("fsdp_prefetch", rt.fsdp_prefetch);
-  read_choice(r, "pipeline_schedule", rt.pipeline_schedule, {"1f1b", "gpipe", "interleaved"});
-  read_at_least(r, "virtual_stages", rt.virtual_stages, 1);
-  read_choice(r, "remat", rt.remat, {"none", "full", "selective"});
-  r.read("pipeline_layers", rt.pipeline_layers);
-  for (int64_t n : rt.pipeline_layers)
-    r.check("pipeline_layers", n > 0, "expected a list of positive block counts, one per pipeline stage");
-  return rt;
 }
 
 // Refuses sizes whose fp32 training state exceeds kMaxRunBytes, before anything multiplies them in
@@ -272,7 +276,7 @@ void check_run_size(const MapReader& top, const Config& c) {
       "(1 EiB) a run may have; check the model sizes and data.batch_size",
       static_cast<double>(bytes(B)), c.data.batch_size);
   if (bytes(1) <= static_cast<Real>(kMaxRunBytes))  // the batch alone makes it too big
-    top.section("data", kDataKeys).fail("batch_size", message);
+    data_section().reader(top).fail("batch_size", message);
   top.fail("model", message);
 }
 
@@ -286,21 +290,12 @@ Config build_config(const YamlDoc& doc) {
   c.sharding_rules = read_sharding_rules(top, c.mesh);
   c.model = read_model(top);
   c.data = read_data(top, c.model);
-  c.train = read_train(top);
-  c.checkpoint = read_checkpoint(top);
-  c.output = read_output(top);
-  c.runtime = read_runtime(top);
+  train_section().read(top, c.train);
+  checkpoint_section().read(top, c.checkpoint);
+  output_section().read(top, c.output);
+  runtime_section().read(top, c.runtime);
   check_run_size(top, c);
   return c;
-}
-
-// ---------------------------------------------------------------------------------- emitting
-
-// Shortest text that reads back as the same double, with a ".0" so it still looks like a float.
-std::string format_double(double x) {
-  std::string s = fmt::format("{}", x);
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
 }
 
 }  // namespace
@@ -330,79 +325,12 @@ std::string to_yaml(const Config& c) {
   }
   out << YAML::EndSeq;
 
-  auto section = [&](const char* name) {
-    out << YAML::Key << name << YAML::Value << YAML::BeginMap;
-  };
-  auto field = [&](const char* name, const auto& value) {
-    out << YAML::Key << name << YAML::Value << value;
-  };
-  auto number = [&](const char* name, double value) { field(name, format_double(value)); };
-
-  section("model");
-  field("vocab_size", c.model.vocab_size);
-  field("block_size", c.model.block_size);
-  field("n_layer", c.model.n_layer);
-  field("n_head", c.model.n_head);
-  field("n_embd", c.model.n_embd);
-  number("dropout", c.model.dropout);
-  field("bias", c.model.bias);
-  field("matmul_dtype", c.model.matmul_dtype);
-  out << YAML::EndMap;
-
-  section("data");
-  field("train", c.data.train);
-  field("val", c.data.val);
-  field("batch_size", c.data.batch_size);
-  field("window_stride", c.data.window_stride);
-  out << YAML::EndMap;
-
-  section("train");
-  field("steps", c.train.steps);
-  field("decay_steps", c.train.decay_steps);
-  field("seed", c.train.seed);
-  number("lr", c.train.lr);
-  number("min_lr", c.train.min_lr);
-  field("warmup_steps", c.train.warmup_steps);
-  number("weight_decay", c.train.weight_decay);
-  number("beta1", c.train.beta1);
-  number("beta2", c.train.beta2);
-  number("grad_clip", c.train.grad_clip);
-  field("eval_every", c.train.eval_every);
-  field("eval_batches", c.train.eval_batches);
-  field("log_every", c.train.log_every);
-  field("skip_nonfinite", c.train.skip_nonfinite);
-  field("microbatches", c.train.microbatches);
-  field("sample_every", c.train.sample_every);
-  field("init_from", c.train.init_from);
-  out << YAML::EndMap;
-
-  section("checkpoint");
-  field("dir", c.checkpoint.dir);
-  field("every", c.checkpoint.every);
-  field("keep", c.checkpoint.keep);
-  field("async", c.checkpoint.async);
-  out << YAML::EndMap;
-
-  section("output");
-  field("dir", c.output.dir);
-  out << YAML::EndMap;
-
-  section("runtime");
-  field("backend", c.runtime.backend);
-  field("device", c.runtime.device);
-  if (c.runtime.threads_per_rank == 0) {
-    field("threads_per_rank", std::string("auto"));
-  } else {
-    field("threads_per_rank", c.runtime.threads_per_rank);
-  }
-  number("timeout_s", c.runtime.timeout_s);
-  number("grad_bucket_mb", c.runtime.grad_bucket_mb);
-  field("fsdp_prefetch", c.runtime.fsdp_prefetch);
-  field("pipeline_schedule", c.runtime.pipeline_schedule);
-  if (c.runtime.virtual_stages != 1) field("virtual_stages", c.runtime.virtual_stages);
-  field("remat", c.runtime.remat);
-  if (!c.runtime.pipeline_layers.empty()) field("pipeline_layers", c.runtime.pipeline_layers);
-  out << YAML::EndMap;
+  model_section().emit(out, c.model);
+  data_section().emit(out, c.data);
+  train_section().emit(out, c.train);
+  checkpoint_section().emit(out, c.checkpoint);
+  output_section().emit(out, c.output);
+  runtime_section().emit(out, c.runtime);
 
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
