@@ -1,5 +1,5 @@
-// Enumerating layouts: factorizations x rule variants x memory/time settings, kept where
-// plan_layout accepts them.
+// Enumerating layouts: factorizations (data, fsdp, context, model, stage) x rule variants x
+// memory/time settings, kept where plan_layout accepts them.
 #include "plan/plan_space.h"
 
 #include <fmt/format.h>
@@ -16,16 +16,19 @@ std::vector<int64_t> divisors(int64_t n) {
   return out;
 }
 
-// Every (data, fsdp, model, stage) with product `devices`.
+// Every (data, fsdp, context, model, stage) with product `devices`. Context degrees whose
+// head-tail chunks the sequence cannot hold (block_size % 2cp) are plan_layout's to refuse.
 std::vector<PlanChoice> meshes(int64_t devices) {
   std::vector<PlanChoice> out;
   for (int64_t data : divisors(devices))
     for (int64_t fsdp : divisors(devices / data))
-      for (int64_t model : divisors(devices / data / fsdp)) {
-        PlanChoice c;
-        c.data = data, c.fsdp = fsdp, c.model = model, c.stage = devices / data / fsdp / model;
-        out.push_back(c);
-      }
+      for (int64_t context : divisors(devices / data / fsdp))
+        for (int64_t model : divisors(devices / data / fsdp / context)) {
+          PlanChoice c;
+          c.data = data, c.fsdp = fsdp, c.context = context, c.model = model;
+          c.stage = devices / data / fsdp / context / model;
+          out.push_back(c);
+        }
   return out;
 }
 
@@ -60,6 +63,7 @@ std::string describe_choice(const PlanChoice& c) {
   auto add = [&](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
   if (c.data > 1) add(fmt::format("DP{}", c.data));
   if (c.fsdp > 1) add(fmt::format("FSDP{}", c.fsdp));
+  if (c.context > 1) add(fmt::format("CP{}", c.context));
   if (c.model > 1) add(fmt::format("TP{}{}", c.model, c.sequence_parallel ? "+SP" : ""));
   if (c.stage > 1)
     add(c.virtual_stages > 1 ? fmt::format("PP{} {}:{}", c.stage, c.schedule, c.virtual_stages)
@@ -75,7 +79,7 @@ Config plan_config(const Config& base, const PlanChoice& c) {
   config.mesh.shape.clear();
   config.mesh.axes.clear();
   for (auto [name, size] : {std::pair<const char*, int64_t>{"stage", c.stage}, {"data", c.data}, {"fsdp", c.fsdp},
-                            {"model", c.model}})
+                            {"context", c.context}, {"model", c.model}})
     if (size > 1) config.mesh.shape.push_back(size), config.mesh.axes.push_back(name);
   if (config.mesh.shape.empty()) config.mesh = MeshConfig{};
   std::vector<std::string> batch, embed, tensor, seq, layers;
@@ -83,6 +87,7 @@ Config plan_config(const Config& base, const PlanChoice& c) {
   if (c.fsdp > 1) batch.push_back("fsdp"), embed.push_back("fsdp");
   if (c.model > 1) tensor.push_back("model");
   if (c.sequence_parallel) seq.push_back("model");
+  if (c.context > 1) seq.push_back("context");  // a weight-free axis: context parallelism
   if (c.stage > 1) layers.push_back("stage");
   config.sharding_rules = {rule("batch", batch), rule("layers", layers), rule("vocab", tensor),
                            rule("heads", tensor), rule("mlp", tensor),  rule("embed", embed),

@@ -1,7 +1,8 @@
-// The layouts the planner considers for N devices: every factorization of N over the data, fsdp,
-// model and stage axes, with the rule set each implies, and the settings that trade memory for
-// time (sequence parallelism, microbatches, pipeline schedule, recomputation). A layout is valid
-// when the rules engine (plan_layout) accepts it for the model: the planner never second-guesses it.
+// The layouts the planner considers for N devices: every factorization of N over the data,
+// fsdp, context, model and stage axes, with the rule set each implies, and the settings that
+// trade memory for time (sequence parallelism, microbatches, pipeline schedule, recomputation).
+// A layout is valid when the rules engine (plan_layout) accepts it for the model: the planner
+// never second-guesses it.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,20 +14,20 @@
 namespace spmd {
 
 struct PlanChoice {
-  int64_t data = 1, fsdp = 1, model = 1, stage = 1;  // mesh axis sizes; their product is N
+  int64_t data = 1, fsdp = 1, model = 1, stage = 1;  // mesh axis sizes; with context's, their product is N
+  int64_t context = 1;                                // [seq, context] onto a weight-free axis: context parallelism
   bool sequence_parallel = false;                     // [seq, model]: needs model > 1
   int64_t microbatches = 1;
   std::string schedule = "1f1b";                      // with stages only: 1f1b | gpipe | interleaved
   int64_t virtual_stages = 1;                         // chunks per stage (interleaved: 2)
   std::string remat = "none";                         // none | selective | full
-  // Seam for context parallelism: a `context` axis size with [seq, context], once it exists.
 };
 
-// "DP2 FSDP2 TP2+SP PP2 1f1b M4 remat:full": what is sharded, in words short enough for a table.
+// "DP2 FSDP2 CP2 TP2 PP2 1f1b M4 remat:full": what is sharded, in words short enough for a table.
 std::string describe_choice(const PlanChoice& choice);
 
 // The base config with the choice's mesh (axes of size 1 left out, in the order stage, data,
-// fsdp, model), its sharding rules and its runtime settings; everything else unchanged.
+// fsdp, context, model), its sharding rules and its runtime settings; everything else unchanged.
 Config plan_config(const Config& base, const PlanChoice& choice);
 
 struct PlanCandidate {

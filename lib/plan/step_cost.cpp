@@ -1,9 +1,10 @@
 // The cost model's terms, per pipeline stage (see step_cost.h). B global rows, T positions,
-// C = n_embd; per device: b rows of a microbatch, and the heads / MLP / vocab shares of the
-// tensor-parallel axis. Matmul FLOPs per token of one block, forward: c_attn 6C^2 and c_proj
-// 2C^2 over the heads' share, the MLP's 16C^2 over its share, the attention core 4TC (QK^T and
-// PV, computed whole: the kernel does not skip the masked half); the head 2CV. Backward is twice
-// the forward; remat full replays the blocks' forward, selective the attention core.
+// C = n_embd; per device: b rows of a microbatch (T / cp of their positions under context
+// parallelism), and the heads / MLP / vocab shares of the tensor-parallel axis. Matmul FLOPs per
+// token of one block, forward: c_attn 6C^2 and c_proj 2C^2 over the heads' share, the MLP's
+// 16C^2 over its share, the attention core 4TC (QK^T and PV, computed whole: the kernel does not
+// skip the masked half); the head 2CV. Backward is twice the forward; remat full replays the
+// blocks' forward, selective the attention core.
 #include "plan/step_cost.h"
 
 #include <algorithm>
@@ -53,7 +54,9 @@ StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t 
   s.stage = stage;
   s.layers = p.layer_begin[static_cast<size_t>(stage) + 1] - p.layer_begin[static_cast<size_t>(stage)];
   s.first = stage == 0, s.last = stage == p.stages() - 1;
-  s.tokens = static_cast<double>(config.data.batch_size / layout.dp_size() / config.train.microbatches * m.block_size);
+  // Context parallelism: T / cp of each row's positions (their queries still attend over all T keys).
+  s.tokens = static_cast<double>(config.data.batch_size / layout.dp_size() / config.train.microbatches * m.block_size /
+                                 layout.cp_size());
   s.tp_heads = layout.mesh.axes_size(layout.param("h.0.attn.c_attn.weight").tp_axes[2]);
   s.tp_mlp = layout.mesh.axes_size(layout.param("h.0.mlp.c_fc.weight").tp_axes[1]);
   s.tp_vocab = layout.mesh.axes_size(layout.param("wte").tp_axes[0]);
@@ -93,6 +96,19 @@ double tensor_parallel_s(const Config& config, const ModelLayout& layout, const 
   return t;
 }
 
+// Context parallelism, one microbatch: per block the keys and values of the rank's heads,
+// (b, T, 2C) over the heads' share, all-gathered over the context axes forward (again in a
+// replay: full remat replays the block, selective the gather with the attention), and their
+// gradients reduce-scattered backward.
+double context_parallel_s(const Config& config, const ModelLayout& layout, const StageShape& s, const MachineRates& r) {
+  const int64_t n = layout.cp_size();
+  if (n == 1) return 0;
+  const LinkRate link = r.link(layout.context_axes, n);
+  const double kv = s.tokens * static_cast<double>(n) * 2 * s.C / static_cast<double>(s.tp_heads) * kFloatBytes;
+  const double collectives = config.runtime.remat == "none" ? 2 : 3;
+  return static_cast<double>(s.layers) * collectives * ring_gather(link, kv, n);
+}
+
 // FSDP, one microbatch: each sharded weight gathered for forward and again for backward, its
 // gradient reduce-scattered; a replayed forward gathers once more.
 double fsdp_s(const Config& config, const ModelLayout& layout, int64_t rank, const MachineRates& r) {
@@ -120,8 +136,9 @@ double pipeline_p2p_s(const ModelLayout& layout, const StageShape& s, const Mach
   return transfers * (link.latency_s + stream / link.bytes_per_s);
 }
 
-// Once per step: gradients all-reduced over the batch axes a parameter is replicated on (in
-// runtime.grad_bucket_mb buckets), and the tied embedding's gradient between the end stages.
+// Once per step: gradients all-reduced over the token axes (batch and context) a parameter is
+// replicated on (in runtime.grad_bucket_mb buckets), and the tied embedding's gradient between
+// the end stages.
 void step_collectives(const Config& config, const ModelLayout& layout, int64_t rank, const MachineRates& r,
                       StepCost& cost) {
   std::map<std::vector<std::string>, double> bytes_by_axes;
@@ -129,7 +146,7 @@ void step_collectives(const Config& config, const ModelLayout& layout, int64_t r
     if (!p.sharding.holds(rank)) continue;
     const auto sharded = all_axes(p.fsdp_axes);
     std::vector<std::string> replicated;
-    for (const auto& a : layout.batch_axes)
+    for (const auto& a : layout.token_axes())
       if (std::find(sharded.begin(), sharded.end(), a) == sharded.end()) replicated.push_back(a);
     if (layout.mesh.axes_size(replicated) > 1)
       bytes_by_axes[replicated] += kFloatBytes * static_cast<double>(p.sharding.shard_numel());
@@ -164,13 +181,14 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   const double replayed = plain - static_cast<double>(memory.activations_per_microbatch);
   const double traffic = (kActivationPasses * plain + replayed) / r.memory_bytes_per_s;
   const double tp = tensor_parallel_s(config, layout, s, r), fsdp = fsdp_s(config, layout, rank, r);
-  const double p2p = pipeline_p2p_s(layout, s, r);
-  const double per_microbatch = compute + traffic + tp + fsdp + p2p;
+  const double p2p = pipeline_p2p_s(layout, s, r), cp = context_parallel_s(config, layout, s, r);
+  const double per_microbatch = compute + traffic + tp + fsdp + p2p + cp;
   cost.compute_s = M * compute;
   cost.memory_s = M * traffic + kAdamWPasses * static_cast<double>(memory.params) / r.memory_bytes_per_s;
   const std::string model_axes = fmt::format("{}", fmt::join(layout.param("h.0.mlp.c_fc.weight").tp_axes[1], "x"));
   if (tp > 0) cost.comm_s[fmt::format("TP {} ({})", layout.seq_axes.empty() ? "all-reduce" : "gather/scatter", model_axes)] = M * tp;
   if (fsdp > 0) cost.comm_s["FSDP gather/scatter"] = M * fsdp;
+  if (cp > 0) cost.comm_s[fmt::format("CP K/V gather/scatter ({})", fmt::join(layout.context_axes, "x"))] = M * cp;
   if (p2p > 0) cost.comm_s[fmt::format("stage send/receive ({})", layout.pipeline.axis)] = M * p2p;
   const double slots = pipeline_fill_slots(config.runtime.pipeline_schedule, layout.pipeline.stages(), config.train.microbatches,
                                           config.runtime.virtual_stages);

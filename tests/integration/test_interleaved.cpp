@@ -1,8 +1,9 @@
 // Interleaved 1F1B (runtime.pipeline_schedule: interleaved, runtime.virtual_stages) as real
 // processes over Gloo: p = 2 and 4 stages with 2 chunks each follow the single-process loss curve
-// (dropout included), checkpoints move between the interleaved mesh and one process both ways, and
-// microbatch counts the schedule cannot run exit 2 before any rank starts, naming the keys and the
-// smallest valid value; spmd-inspect's activations per stage match what each stage holds.
+// (dropout included), checkpoints move between the interleaved mesh (p = 2 and 4) and one process
+// both ways, and microbatch counts the schedule cannot run exit 2 before any rank starts, naming
+// the keys and the smallest valid value; spmd-inspect's activations per stage match what each
+// stage holds.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -72,28 +73,39 @@ TEST_CASE("interleaved: p = 2 and p = 4 stages with 2 chunks each match the sing
 }
 
 TEST_CASE("interleaved: checkpoints move between the interleaved mesh and one process, both ways") {
-  TinyRun run;
-  auto ckpt = [&](const std::string& dir, int steps) {
-    return with(model(4), {"--set", "checkpoint.dir=" + run.dir.file(dir), "--set", "checkpoint.every=4", "--set",
-                           "train.steps=" + std::to_string(steps), "--set", "train.decay_steps=8", "--set",
-                           "train.eval_every=0"});
+  // p = 2 (4 blocks, saved at step 4 of 8) and p = 4 (8 blocks, saved at step 2 of 4: 4 ranks on
+  // a small machine are slow), each with 2 chunks per stage and 4 microbatches.
+  struct Case {
+    int stages, blocks, every;
   };
-  const auto pipe = interleaved(2, false, 4);
-  const Curve whole = train(run, run.dir.file("whole"), ckpt("ck-whole", 8));  // one process, 8 steps
-  Curve tail;
-  tail.loss.assign(whole.loss.begin() + 4, whole.loss.end());
-  // Saved interleaved at step 4, resumed on one process.
-  train(run, run.dir.file("pipe-first"), with(pipe, ckpt("ck-pipe", 4)));
-  const Curve from_pipe = train(run, run.dir.file("from-pipe"),
-                                with(ckpt("ck-single", 8), {"--resume", run.dir.file("ck-pipe/step_00000004")}));
-  REQUIRE(from_pipe.loss.size() == 4);
-  check_same_curve(from_pipe, tail, 2e-4);
-  // Saved on one process at step 4 (the whole run's checkpoint), resumed interleaved.
-  const Curve from_single = train(run, run.dir.file("from-single"),
-                                  with(pipe, with(ckpt("ck-from-single", 8),
-                                                  {"--resume", run.dir.file("ck-whole/step_00000004")})));
-  REQUIRE(from_single.loss.size() == 4);
-  check_same_curve(from_single, tail, 2e-4);
+  for (const Case& c : {Case{2, 4, 4}, Case{4, 8, 2}}) {
+    CAPTURE(c.stages);
+    TinyRun run;
+    auto ckpt = [&](const std::string& dir, int steps) {
+      return with(model(c.blocks), {"--set", "checkpoint.dir=" + run.dir.file(dir), "--set",
+                                    "checkpoint.every=" + std::to_string(c.every), "--set",
+                                    "train.steps=" + std::to_string(steps), "--set", "train.decay_steps=8", "--set",
+                                    "train.eval_every=0"});
+    };
+    const std::string step = std::to_string(c.every);
+    auto saved = [&](const std::string& dir) { return run.dir.file(dir + "/step_" + std::string(8 - step.size(), '0') + step); };
+    const auto pipe = interleaved(c.stages, false, 4);
+    const Curve whole = train(run, run.dir.file("whole"), ckpt("ck-whole", 2 * c.every));  // one process
+    Curve tail;
+    tail.loss.assign(whole.loss.begin() + c.every, whole.loss.end());
+    // Saved interleaved halfway, resumed on one process.
+    train(run, run.dir.file("pipe-first"), with(pipe, ckpt("ck-pipe", c.every)));
+    const Curve from_pipe =
+        train(run, run.dir.file("from-pipe"), with(ckpt("ck-single", 2 * c.every), {"--resume", saved("ck-pipe")}));
+    REQUIRE(from_pipe.loss.size() == static_cast<size_t>(c.every));
+    check_same_curve(from_pipe, tail, 2e-4);
+    // Saved on one process halfway (the whole run's checkpoint), resumed interleaved.
+    const Curve from_single = train(run, run.dir.file("from-single"),
+                                    with(pipe, with(ckpt("ck-from-single", 2 * c.every), {"--resume", saved("ck-whole")})));
+    REQUIRE(from_single.loss.size() == static_cast<size_t>(c.every));
+    check_same_curve(from_single, tail, 2e-4);
+    CHECK(read_summary(run.dir.file("from-single"))["pipeline_stages"].get<int>() == c.stages);
+  }
 }
 
 TEST_CASE("interleaved: spmd-inspect's activations per stage are within 25% of what each stage holds") {

@@ -1,6 +1,7 @@
-// spmd-inspect --plan and --calibrate as real processes: the layouts the planner emits train to
-// the one-process loss on 4 ranks (the invariance guarantee covers plans), the ranking and the
-// budget hold, the cost model's compute term is the model's FLOPs, and bad input exits 2.
+// spmd-inspect --plan and --calibrate as real processes: the layouts the planner emits (context
+// parallelism included) train to the one-process loss on 4 ranks (the invariance guarantee covers
+// plans), the ranking and the budget hold, the cost model's compute term is the model's FLOPs and
+// its context-parallel term the K/V collectives, and bad input exits 2.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -57,14 +58,16 @@ TEST_CASE("plan: every layout the planner emits for a tiny model on 4 ranks trai
   // over them, so every kind of setting runs too.
   std::map<std::string, std::vector<nlohmann::json>> by_layout;
   for (const auto& p : all) by_layout[layout_key(p)].push_back(p);
-  REQUIRE(by_layout.size() >= 8);  // DP, FSDP, TP, TP+SP, PP and their mixes over 4 devices
+  REQUIRE(by_layout.size() >= 13);  // DP, FSDP, CP, TP, TP+SP, PP and their mixes over 4 devices
   const Curve reference = train(run, run.dir.file("one"), kShort);
   std::set<std::string> remats, schedules;
+  std::set<int> contexts;  // context-parallel degrees run, alone and beside data, FSDP, tensor and stage axes
   size_t turn = 0;
   for (const auto& [key, variants] : by_layout) {
     const nlohmann::json& p = variants[turn++ % variants.size()];
     CAPTURE(p["sharding"].get<std::string>());
     remats.insert(p["remat"].get<std::string>());
+    contexts.insert(p["context"].get<int>());
     if (p["stage"].get<int>() > 1) schedules.insert(p["schedule"].get<std::string>());
     const auto emitted = inspect(run, {"--plan", "--devices", "4", "--rates", rates, "--emit", std::to_string(p["rank"].get<int>())});
     REQUIRE_MESSAGE(emitted.exit_code == 0, emitted.output);
@@ -74,10 +77,12 @@ TEST_CASE("plan: every layout the planner emits for a tiny model on 4 ranks trai
     const auto r = run_process({binary_path("spmd-train"), "--config", yaml, "--set", "output.dir=" + out}, {}, 300);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     CHECK(read_summary(out)["ranks"] == 4);
+    CHECK(read_summary(out)["context_parallel"] == p["context"]);
     check_same_curve(read_metrics(out + "/metrics.jsonl"), reference, 2e-4);
   }
   CHECK(remats == std::set<std::string>{"full", "none", "selective"});
   CHECK(schedules == std::set<std::string>{"1f1b", "gpipe"});
+  CHECK(contexts == std::set<int>{1, 2, 4});
 }
 
 TEST_CASE("plan: ranked by predicted step time, within the budget, and compute is the FLOPs over the rate") {
@@ -102,15 +107,29 @@ TEST_CASE("plan: ranked by predicted step time, within the budget, and compute i
   // Pure data parallelism without microbatches or remat: each device forwards and backwards B/4 rows.
   const double B = 8.0 / 4, T = 16, C = 32, L = 2, V = 72;
   const double flops = 3 * B * T * (L * (24 * C * C + 4 * T * C) + 2 * C * V);
-  bool found = false;
-  for (const auto& p : unbounded)
-    if (p["data"] == 4 && p["microbatches"] == 1 && p["remat"] == "none") {
-      found = true;
+  // Context parallelism over 4: each device holds a quarter of every row's positions, the same
+  // tokens as DP4 (their queries attend over all T keys); per block the (B, T, 2C) keys and values
+  // are gathered forward and their gradients reduce-scattered backward, each a ring over 4 devices
+  // (80 us, 1.5 GB/s), and the gradients are all-reduced over the context axis.
+  const double kv_bytes = 8 * T * 2 * C * 4, kv_ring = 80e-6 + 0.75 * kv_bytes / 1.5e9;
+  int found = 0;
+  for (const auto& p : unbounded) {
+    if (p["microbatches"] != 1 || p["remat"] != "none") continue;
+    if (p["data"] == 4) {
+      ++found;
       CHECK(p["cost"]["flops"].get<double>() == doctest::Approx(flops));
       CHECK(p["cost"]["compute_s"].get<double>() == doctest::Approx(flops / 0.05e12));
       CHECK(p["cost"]["comm_s"].contains("grad all-reduce (data)"));
     }
-  CHECK(found);
+    if (p["context"] == 4) {
+      ++found;
+      CHECK(p["sharding"] == "CP4");
+      CHECK(p["cost"]["flops"].get<double>() == doctest::Approx(flops));
+      CHECK(p["cost"]["comm_s"]["CP K/V gather/scatter (context)"].get<double>() == doctest::Approx(L * 2 * kv_ring));
+      CHECK(p["cost"]["comm_s"].contains("grad all-reduce (context)"));
+    }
+  }
+  CHECK(found == 2);
 }
 
 TEST_CASE("plan: a budget nothing fits exits 2 and names the smallest footprint it found") {
