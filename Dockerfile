@@ -27,18 +27,19 @@ ARG PIP_CERT=""
 RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
  && bash scripts/setup && rm -rf /var/lib/apt/lists/* /root/.cache/pip
 COPY . .
-# Only the three programs (no tests, no benchmarks); no CUDA toolkit here, so the wheel's CPU
-# libraries are linked (cmake/find_torch.cmake); without ccache, whose cache would not outlive the layer.
+# One layer (buildah's vfs storage copies every layer whole, and this stage holds the 7 GB wheel):
+# - only the three programs (no tests, no benchmarks); no CUDA toolkit here, so the wheel's CPU
+#   libraries are linked (cmake/find_torch.cmake); without ccache, whose cache would not outlive it;
+# - the wheel's libraries the programs load (found through their run paths into .venv-torch2, so
+#   they keep their paths) and the OpenBLAS the CPU kernels open, collected under /runtime;
+# - the default corpus: Debian's fortunes (installed by scripts/setup) -> train.bin, val.bin, meta.json.
 RUN SPMD_CMAKE_ARGS="-DCCACHE_PROGRAM=CCACHE_PROGRAM-NOTFOUND" bash scripts/build spmd-train spmd-inspect spmd-prepare \
- && strip --strip-unneeded build/app/spmd-train build/app/spmd-inspect build/app/spmd-prepare
-# The wheel's libraries the programs load (found through their run paths into .venv-torch2, so they
-# keep their paths) and the OpenBLAS the CPU kernels open: collected under /runtime.
-RUN mkdir -p /runtime/usr/local/bin \
+ && strip --strip-unneeded build/app/spmd-train build/app/spmd-inspect build/app/spmd-prepare \
+ && mkdir -p /runtime/usr/local/bin \
  && libs=$(ldd build/app/spmd-* | awk '/=> \/src\/.venv-torch2/ {print $3}' | xargs realpath -s | sort -u) \
  && cp --parents -L $libs /src/.venv-torch2/lib/python3*/site-packages/scipy_openblas32/lib/libscipy_openblas.so /runtime \
- && cp build/app/spmd-train build/app/spmd-inspect build/app/spmd-prepare /runtime/usr/local/bin/
-# The default corpus: Debian's fortunes (installed by scripts/setup) -> train.bin, val.bin, meta.json.
-RUN bash datasets/fortunes/prepare.sh build/app/spmd-prepare
+ && cp build/app/spmd-train build/app/spmd-inspect build/app/spmd-prepare /runtime/usr/local/bin/ \
+ && bash datasets/fortunes/prepare.sh build/app/spmd-prepare
 
 # ---------------------------------------------------------------------------------------------
 FROM debian:bookworm AS runtime

@@ -72,7 +72,7 @@ ctr=$("${B[@]}" from --pull-never "$image")
 containers+=("$ctr")
 in_ctr() { "${B[@]}" run --isolation chroot "$ctr" -- "$@"; }
 
-# 1. Three training steps of the default job (4 Gloo ranks on a 2x2 mesh), as the image's user.
+# 1. Three training steps of the default job (2 Gloo ranks on a [2, 1] mesh), as the image's user.
 t0=$(now)
 if ! in_ctr spmd-train --config configs/default.yaml --set train.steps=3 --set train.eval_every=0 \
     >"$log_dir/train.log" 2>&1; then
