@@ -13,12 +13,55 @@ bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
+// JSON must be UTF-8, but a corpus's documents are not always: a line with invalid bytes is parsed
+// with each such byte b standing in as the private-use code point U+10FF00 + b (b >= 0x80, so
+// U+10FF80..U+10FFFF: F4 8F BE|BF xx), and the document gets its bytes back afterwards; it is then
+// encoded as bytes and counted, as a text file's would be. (Genuine U+10FF80..U+10FFFF characters
+// on such a line would become bytes too: private-use and noncharacters, not seen in real text.)
+constexpr char32_t kByteStandIn = 0x10FF00;
+
+std::string stand_in_invalid_bytes(std::string_view line) {
+  const auto* p = reinterpret_cast<const unsigned char*>(line.data());
+  std::string out;
+  out.reserve(line.size() + 8);
+  for (size_t pos = 0; pos < line.size();) {
+    char32_t cp = 0;
+    const size_t used = p[pos] < 0x80 ? 1 : utf8_decode_one(p + pos, line.size() - pos, cp);
+    if (used == 0) {
+      utf8_append(out, kByteStandIn + p[pos]);
+      ++pos;
+    } else {
+      out.append(line.substr(pos, used));
+      pos += used;
+    }
+  }
+  return out;
+}
+
+std::string restore_invalid_bytes(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t pos = 0; pos < text.size();) {
+    if (p[pos] == 0xF4 && pos + 3 < text.size() && p[pos + 1] == 0x8F && (p[pos + 2] == 0xBE || p[pos + 2] == 0xBF)) {
+      out += static_cast<char>(((p[pos + 2] & 0x03) << 6) | (p[pos + 3] & 0x3F));
+      pos += 4;
+    } else {
+      out += text[pos++];
+    }
+  }
+  return out;
+}
+
 // The document of one JSON line, or the reason it has none.
 bool parse_line(std::string_view line, const std::string& key, std::string& text,
                 std::string& why) {
-  nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+  const bool valid = is_valid_utf8(line);
+  const std::string escaped = valid ? std::string() : stand_in_invalid_bytes(line);
+  const std::string_view json_text = valid ? line : std::string_view(escaped);
+  nlohmann::json j = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr, false);
   if (j.is_discarded()) {
-    why = is_valid_utf8(line) ? "not valid JSON" : "not valid JSON (JSON text must be UTF-8)";
+    why = "not valid JSON";
     return false;
   }
   if (!j.is_object()) {
@@ -30,7 +73,7 @@ bool parse_line(std::string_view line, const std::string& key, std::string& text
     why = fmt::format("no string field \"{}\" (--json-key)", key);
     return false;
   }
-  text = std::move(it->get_ref<std::string&>());
+  text = valid ? std::move(it->get_ref<std::string&>()) : restore_invalid_bytes(it->get_ref<const std::string&>());
   return true;
 }
 

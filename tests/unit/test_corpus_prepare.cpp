@@ -249,6 +249,27 @@ TEST_CASE("corpus: a text document that is not UTF-8 is encoded as bytes and cou
   CHECK(meta.bpe->decode(ids) == "plain text\n<|endoftext|>latin-1 caf\xe9\n");
 }
 
+TEST_CASE("corpus: a JSON line whose document is not UTF-8 gives the document's own bytes, counted") {
+  TempDir dir;
+  // Invalid bytes inside the string (a lone 0xE9, a cut-off 0xF4 0x8F), valid non-ASCII beside them.
+  write_file(dir.file("in.jsonl"), "{\"text\": \"caf\xe9 na\xc3\xafve \xf4\x8f\", \"id\": 1}\n"
+                                   "{\"text\": \"plain\"}\n");
+  auto options = options_for({dir.file("in.jsonl")}, dir.file("out"));
+  options.vocab = spmd::VocabKind::kBpe;
+  options.bpe_merges = 10;
+  options.val_fraction = 0;
+  const spmd::DatasetMeta meta = spmd::prepare(options);
+  CHECK(meta.documents == 2);
+  CHECK(meta.non_utf8_documents == 1);
+  CHECK(meta.skipped_bad_lines == 0);
+  const auto ids = read_uint16(dir.file("out/train.bin"));
+  CHECK(meta.bpe->decode(ids) == "caf\xe9 na\xc3\xafve \xf4\x8f<|endoftext|>plain");
+  // Invalid bytes outside a string leave the line malformed (file:line, exit 2 from the CLI).
+  write_file(dir.file("bad.jsonl"), "{\"text\": \"ok\"}\xff\n");
+  CHECK_THROWS_WITH_AS(spmd::prepare(options_for({dir.file("bad.jsonl")}, dir.file("out2"))),
+                       doctest::Contains("bad.jsonl:1: not valid JSON"), spmd::UsageError);
+}
+
 TEST_CASE(
     "corpus: llm.c shards hold the single file's tokens, val first, and the loader reads them") {
   TempDir dir;
