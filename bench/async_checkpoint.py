@@ -9,7 +9,7 @@ saves at every step for N steps and samples every rank's resident memory (VmRSS)
 Random tokens stand in for the dataset (timing does not depend on the text). Standard library
 only:
 
-    python3 bench/async_checkpoint.py --build build-torch2 --reps 2 --steps 40 --rss-saves 50
+    python3 bench/async_checkpoint.py --build build --reps 2 --steps 40 --rss-saves 50
 """
 import argparse
 import json
@@ -91,7 +91,7 @@ def checkpointing(work, name, every, asynchronous, keep=2):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--build", default="build-torch2")
+    p.add_argument("--build", default="build")
     p.add_argument("--config", default="configs/bench/dp2.yaml")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--every", type=int, default=10)

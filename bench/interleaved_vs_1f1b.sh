@@ -10,7 +10,7 @@
 # Usage: bash bench/interleaved_vs_1f1b.sh [build dir] [rounds] [steps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build-torch2}
+build=${1:-build}
 rounds=${2:-3}
 steps=${3:-10}
 work=$(mktemp -d)

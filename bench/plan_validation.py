@@ -8,7 +8,7 @@ the logged steps after the warm-up) and peak tensor memory (summary.json). Print
 and per case the Spearman rank correlation, the measured time of the predicted best over the
 measured best, and the memory error; writes everything to --out as JSON.
 
-  python3 bench/plan_validation.py --build build-torch2 --configs baby,10.7M --devices 2,4 \
+  python3 bench/plan_validation.py --build build --configs baby,10.7M --devices 2,4 \
       --top 3 --spread 5 --steps 12 --out out/plan-validation.json
 """
 import argparse
@@ -113,7 +113,7 @@ def case(args, name, devices, out):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--build", default="build-torch2")
+    p.add_argument("--build", default="build")
     p.add_argument("--configs", default="baby,10.7M")
     p.add_argument("--devices", default="2,4")
     p.add_argument("--top", type=int, default=3)
