@@ -224,7 +224,8 @@ TEST_CASE("plan: docs/planner.md's GPT-2 124M commands answer, and the emitted c
   CHECK(sweep.output.find("fewest devices that fit: ") != std::string::npos);
   const auto json = run_process(with(base, {"--devices", "1,2,4,8", "--json"}), {}, 120);
   REQUIRE_MESSAGE(json.exit_code == 0, json.output);
-  for (const auto& n : nlohmann::json::parse(json.output)["by_devices"]) {
+  const nlohmann::json sweep_json = nlohmann::json::parse(json.output);  // outlives the loop over its member
+  for (const auto& n : sweep_json["by_devices"]) {
     CAPTURE(n["devices"]);
     for (const auto& p : n["plans"]) CHECK(p["memory_bytes"].get<int64_t>() <= int64_t{24} << 30);
   }
