@@ -202,6 +202,21 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   return e;
 }
 
+int64_t stage_activation_bytes(const ModelLayout& layout, int64_t global_batch, int64_t microbatches, int64_t rank,
+                               const std::string& remat) {
+  const PipelineLayout& pipeline = layout.pipeline;
+  const int64_t stage = layout.stage_of(rank), last = pipeline.stages() - 1;
+  const DeviceShapes d = device_shapes(layout, global_batch / layout.dp_size() / microbatches);
+  int64_t bytes = 0;
+  // Chunk k of the stage is virtual stage k * stages() + stage: the embeddings come before the
+  // first stage's chunk 0, the head after the last stage's last chunk.
+  for (int64_t k = 0; k < pipeline.chunks; ++k)
+    bytes += activation_parts(d, remat, pipeline.chunk_end(stage, k) - pipeline.chunk_begin(stage, k),
+                              stage == 0 && k == 0, stage == last && k == pipeline.chunks - 1)
+                 .total();
+  return bytes;
+}
+
 int64_t first_rank_of_stage(const ModelLayout& layout, int64_t stage) {
   std::vector<int64_t> coords(static_cast<size_t>(layout.mesh.ndim()), 0);
   if (!layout.pipeline.axis.empty()) coords[static_cast<size_t>(layout.mesh.axis_index(layout.pipeline.axis))] = stage;

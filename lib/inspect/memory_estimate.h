@@ -51,6 +51,13 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
                                int64_t rank = 0, const std::string& schedule = "1f1b",
                                const std::string& remat = "none");
 
+// The activation bytes one microbatch keeps through all of `rank`'s blocks under `remat`: for an
+// interleaved stage the sum over its chunks, each with its own input stream (estimate_memory's
+// activations_per_microbatch is the largest chunk's, what one (microbatch, chunk) in flight holds);
+// otherwise activations_per_microbatch. What the cost model's elementwise traffic passes over.
+int64_t stage_activation_bytes(const ModelLayout& layout, int64_t global_batch, int64_t microbatches, int64_t rank,
+                               const std::string& remat);
+
 // One estimate per pipeline stage (one without stages), each on the stage's first rank (the ranks
 // of a stage are alike in the layouts we support), for the config's batch, microbatches, schedule
 // and remat.

@@ -40,7 +40,9 @@ std::vector<std::string> all_axes(const std::vector<std::vector<std::string>>& p
 }
 
 struct StageShape {
-  int64_t stage = 0, layers = 0;
+  int64_t stage = 0;
+  int64_t layers = 0;  // blocks over all the stage's chunks
+  int64_t chunks = 1;  // interleaved: the stage's virtual stages, each received and sent on
   bool first = false, last = false;
   double tokens = 0;  // one microbatch's tokens on one device
   int64_t tp_heads = 1, tp_mlp = 1, tp_vocab = 1;
@@ -52,7 +54,9 @@ StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t 
   const auto& p = layout.pipeline;
   StageShape s;
   s.stage = stage;
-  s.layers = p.layer_begin[static_cast<size_t>(stage) + 1] - p.layer_begin[static_cast<size_t>(stage)];
+  s.layers = p.blocks_of_stage(stage);
+  s.chunks = p.chunks;
+  // The embeddings come before the first stage's chunk 0, the head after the last stage's last chunk.
   s.first = stage == 0, s.last = stage == p.stages() - 1;
   // Context parallelism: T / cp of each row's positions (their queries still attend over all T keys).
   s.tokens = static_cast<double>(config.data.batch_size / layout.dp_size() / config.train.microbatches * m.block_size /
@@ -126,14 +130,16 @@ double fsdp_s(const Config& config, const ModelLayout& layout, int64_t rank, con
   return t;
 }
 
-// Pipeline, one microbatch: the stream received from the previous stage and its gradient sent
-// back; the stream sent on and its gradient received.
+// Pipeline, one microbatch, per chunk of the stage: the stream received from the previous virtual
+// stage and its gradient sent back, except on the first stage's chunk 0; the stream sent on and
+// its gradient received, except on the last stage's last chunk. Interleaved with v chunks: a
+// microbatch crosses v*p - 1 boundaries instead of p - 1.
 double pipeline_p2p_s(const ModelLayout& layout, const StageShape& s, const MachineRates& r) {
   if (layout.pipeline.axis.empty()) return 0;
   const LinkRate link = r.link({layout.pipeline.axis}, 2);
   const double stream = s.tokens / static_cast<double>(layout.mesh.axes_size(layout.seq_axes)) * s.C * kFloatBytes;
-  const int transfers = (s.first ? 0 : 2) + (s.last ? 0 : 2);
-  return transfers * (link.latency_s + stream / link.bytes_per_s);
+  const int64_t transfers = 2 * (s.chunks - (s.first ? 1 : 0)) + 2 * (s.chunks - (s.last ? 1 : 0));
+  return static_cast<double>(transfers) * (link.latency_s + stream / link.bytes_per_s);
 }
 
 // Once per step: gradients all-reduced over the token axes (batch and context) a parameter is
@@ -174,11 +180,14 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   StepCost cost;
   cost.flops = M * microbatch_flops(s, config.runtime.remat);
   const double compute = microbatch_flops(s, config.runtime.remat) / r.matmul_flops_per_s;
-  // Elementwise work does not shrink with recomputation: what remat drops is written again by the replay.
-  const double plain = static_cast<double>(estimate_memory(layout, config.data.batch_size, config.train.microbatches, rank,
-                                                           config.runtime.pipeline_schedule, "none")
-                                               .activations_per_microbatch);
-  const double replayed = plain - static_cast<double>(memory.activations_per_microbatch);
+  // Elementwise work does not shrink with recomputation: what remat drops is written again by the
+  // replay. A microbatch passes through every chunk of the stage (`memory`'s activations are one chunk's).
+  const auto activations = [&](const std::string& remat) {
+    return static_cast<double>(
+        stage_activation_bytes(layout, config.data.batch_size, config.train.microbatches, rank, remat));
+  };
+  const double plain = activations("none");
+  const double replayed = plain - activations(config.runtime.remat);
   const double traffic = (kActivationPasses * plain + replayed) / r.memory_bytes_per_s;
   const double tp = tensor_parallel_s(config, layout, s, r), fsdp = fsdp_s(config, layout, rank, r);
   const double p2p = pipeline_p2p_s(layout, s, r), cp = context_parallel_s(config, layout, s, r);

@@ -34,8 +34,9 @@ struct StepCost {
 double pipeline_fill_slots(const std::string& schedule, int64_t stages, int64_t microbatches, int64_t virtual_stages = 1);
 
 // The predicted step of `config` laid out as `layout`: that of its slowest pipeline stage.
-// `stage_memory` holds each stage's memory estimate (estimate_stages), whose activation bytes give
-// the elementwise traffic.
+// `stage_memory` holds each stage's memory estimate (estimate_stages), whose parameter bytes give
+// the optimizer's traffic; the activations' comes from stage_activation_bytes (all of a stage's
+// chunks, where the estimate holds one).
 StepCost predict_step(const Config& config, const ModelLayout& layout, const std::vector<MemoryEstimate>& stage_memory,
                       const MachineRates& rates);
 

@@ -1,7 +1,8 @@
 // spmd-inspect --plan and --calibrate as real processes: the layouts the planner emits (context
 // parallelism included) train to the one-process loss on 4 ranks (the invariance guarantee covers
-// plans), the ranking and the budget hold, the cost model's compute term is the model's FLOPs and
-// its context-parallel term the K/V collectives, and bad input exits 2.
+// plans), the ranking and the budget hold, the cost model's compute term is the model's FLOPs (an
+// interleaved stage's over all its chunks) and its context-parallel term the K/V collectives, and
+// bad input exits 2.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -132,6 +133,36 @@ TEST_CASE("plan: ranked by predicted step time, within the budget, and compute i
   CHECK(found == 2);
 }
 
+TEST_CASE("plan: an interleaved pipeline is costed over all of a stage's chunks, not its first") {
+  // GPT-2 124M on 2 stages: 1F1B gives each stage one chunk of 6 blocks, interleaved:2 two chunks
+  // of 3 (stage 0 blocks 0-2 and 6-8, stage 1 blocks 3-5 and 9-11 and the head), so the busiest
+  // device computes the same FLOPs under both.
+  const auto r = run_process({binary_path("spmd-inspect"), "--config", source_path("configs/gpt2-124m.yaml"), "--plan",
+                              "--devices", "2", "--rates", source_path("configs/rates/example-gpu-node.json"), "--json",
+                              "--top", "100000"},
+                             {}, 120);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const nlohmann::json all = nlohmann::json::parse(r.output);
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& p : all["plans"]) by_name[p["sharding"].get<std::string>()] = p;
+  REQUIRE(by_name.count("PP2 1f1b M8") == 1);
+  REQUIRE(by_name.count("PP2 interleaved:2 M8") == 1);
+  const nlohmann::json& plain = by_name["PP2 1f1b M8"]["cost"];
+  const nlohmann::json& interleaved = by_name["PP2 interleaved:2 M8"]["cost"];
+  CHECK(interleaved["flops"].get<double>() == doctest::Approx(plain["flops"].get<double>()));
+  CHECK(interleaved["compute_s"].get<double>() == doctest::Approx(plain["compute_s"].get<double>()));
+  // Every chunk keeps its own input stream: no less elementwise traffic than one chunk of 6 blocks.
+  CHECK(interleaved["memory_s"].get<double>() >= plain["memory_s"].get<double>());
+  // A microbatch crosses 3 chunk boundaries instead of 1, each stage on all of them: per stage 6
+  // transfers (3 streams and 3 gradients, sent or received) instead of 2.
+  const std::string p2p = "stage send/receive (stage)";
+  CHECK(interleaved["comm_s"][p2p].get<double>() == doctest::Approx(3 * plain["comm_s"][p2p].get<double>()));
+  // The bubble: (p - 1) / v slots instead of p - 1, each a slot of the same stage work (more
+  // sends and stream bytes make it a little longer).
+  CHECK(interleaved["bubble_s"].get<double>() > 0.5 * plain["bubble_s"].get<double>());
+  CHECK(interleaved["bubble_s"].get<double>() < 0.55 * plain["bubble_s"].get<double>());
+}
+
 TEST_CASE("plan: a budget nothing fits exits 2 and names the smallest footprint it found") {
   TinyRun run;
   const auto r = inspect(run, {"--plan", "--devices", "4", "--rates", rates_file(run), "--memory-per-device", "1KiB"});
@@ -193,7 +224,8 @@ TEST_CASE("plan: docs/planner.md's GPT-2 124M commands answer, and the emitted c
   CHECK(sweep.output.find("fewest devices that fit: ") != std::string::npos);
   const auto json = run_process(with(base, {"--devices", "1,2,4,8", "--json"}), {}, 120);
   REQUIRE_MESSAGE(json.exit_code == 0, json.output);
-  for (const auto& n : nlohmann::json::parse(json.output)["by_devices"]) {
+  const nlohmann::json sweep_json = nlohmann::json::parse(json.output);  // outlives the loop over its member
+  for (const auto& n : sweep_json["by_devices"]) {
     CAPTURE(n["devices"]);
     for (const auto& p : n["plans"]) CHECK(p["memory_bytes"].get<int64_t>() <= int64_t{24} << 30);
   }
