@@ -1,7 +1,8 @@
 // bench_train: training throughput of a config. Warms up, times N real train_step calls (the same
 // build_train_state + train_step the trainer runs), and reports tokens/s, the median step and its
-// split, MFU against a matmul peak measured on the spot, and peak memory per rank; with pipeline
-// stages, the measured bubble and the activations in flight per stage next to the theory.
+// split, MFU against a matmul peak measured on the spot, peak memory per rank and the activations
+// the autograd graphs held between forward and backward; with pipeline stages, the measured bubble
+// and the activations in flight per stage next to the theory.
 //
 //   bench_train --config configs/bench/baby.yaml [--set k=v]... [--warmup 5] [--steps 20] [--json out.json]
 //   bench_train --config configs/bench/dp2.yaml --nproc 2      # forks 2 ranks like spmd-train
@@ -299,6 +300,9 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   // CPU time over wall time per thread: 1.0 = this rank had its cores to itself (or spun on them).
   const double cpu_share = median(cpu_ms) / median_ms / threads;
   const PipelineFigures pipeline = pipeline_figures(world, state, timed, graph_bytes);
+  // What the autograd graphs held between forward and backward (the activations), max over the
+  // timed steps and the ranks; -1 where not counted (the libtorch allocator, or not on the CPU).
+  const double graph_bytes_max = scalar_across(world, static_cast<double>(graph_bytes), true);
   if (!leader) return 0;
 
   // Model FLOPs per token, nanoGPT's estimate_mfu (PaLM appendix B): 6 N for the matmuls forward
@@ -335,6 +339,9 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   fmt::print("  peak memory        rank 0 {:.1f} MiB | max over ranks {:.1f} MiB (ru_maxrss)", rss_rank0, rss_max);
   if (tensor_peak_known) fmt::print("; tensors on {} {:.1f} MiB (max over ranks)", device.str(), tensor_peak_mib);
   fmt::print("\n");
+  if (graph_bytes_max >= 0)
+    fmt::print("  activations        {:.1f} MiB held between forward and backward (autograd graphs; max over steps "
+               "and ranks)\n", graph_bytes_max / (1 << 20));
   if (buckets > 0)
     fmt::print("  gradient sync      {} bucket(s), {} all-reduced while backward ran (last step)\n", buckets,
                buckets_early);
@@ -387,6 +394,8 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["mfu"] = mfu;
     j["device"] = device.str();
     j["peak_tensor_mib_max_over_ranks"] = tensor_peak_known ? nlohmann::json(tensor_peak_mib) : nlohmann::json();
+    j["graph_bytes_max_over_ranks"] =
+        graph_bytes_max >= 0 ? nlohmann::json(static_cast<int64_t>(graph_bytes_max)) : nlohmann::json();
     j["gradient_buckets"] = buckets;
     j["gradient_buckets_started_during_backward"] = buckets_early;
     j["fsdp_weight_uses"] = fsdp_uses;

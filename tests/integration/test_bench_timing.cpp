@@ -31,4 +31,9 @@ TEST_CASE("bench: bench_train's step times add up to the timed loop's wall time 
   const double phases = split["data"].get<double>() + split["forward"].get<double>() +
                         split["backward"].get<double>() + split["optimizer"].get<double>();
   CHECK(j["median_step_ms"].get<double>() >= phases);
+  // The activations held between forward and backward (the caching allocator counts them), under
+  // the peak of live tensors that includes them.
+  const double held = j["graph_bytes_max_over_ranks"].get<double>();
+  CHECK(held > 0);
+  CHECK(held <= j["peak_tensor_mib_max_over_ranks"].get<double>() * (1 << 20));
 }
