@@ -382,6 +382,9 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
                                  {"collectives", component_median(&spmd::StepTimings::collective_ms)}};
     j["step_ms"] = totals;
     j["timed_loop_wall_ms"] = timed_loop_ms;
+    nlohmann::json phases = nlohmann::json::array();  // each timed step's data + forward + backward + optimizer
+    for (const auto& t : timed) phases.push_back(t.data_ms + t.forward_ms + t.backward_ms + t.optimizer_ms);
+    j["step_phases_ms"] = phases;
     j["step_cpu_ms"] = cpu_ms;
     j["cpu_share"] = cpu_share;
     j["losses"] = losses;
