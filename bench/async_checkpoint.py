@@ -110,7 +110,9 @@ def main():
         for rep in range(args.reps):
             for v in variants:  # interleaved: the machine's load drifts
                 name = f"{v}-{rep}"
-                extra = steps + ([] if v == "none" else checkpointing(work, name, args.every, v == "async"))
+                # "none" saves nothing, not even the config's own checkpoint.dir at the end.
+                extra = steps + (["--set", 'checkpoint.dir=""'] if v == "none"
+                                 else checkpointing(work, name, args.every, v == "async"))
                 summary, _ = train(args, work, name, extra)
                 results[v]["loop_s"].append(summary["loop_s"])
                 results[v]["blocked_ms"] += summary.get("checkpoint_blocked_ms", [])
