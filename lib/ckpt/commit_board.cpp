@@ -14,7 +14,7 @@ namespace spmd {
 namespace {
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
-// Posts carry a marker so that an empty error and a missing key cannot be confused.
+// Posts hold a marker so that an empty error and a missing key cannot be confused.
 const std::string kOk = "ok";
 }  // namespace
 
