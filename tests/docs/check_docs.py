@@ -70,12 +70,8 @@ def declared_options(prog, sub):
 
 def check_options(path, n, text):
     for prog in PROGRAMS:
-        at = text.find(prog + " ")
-        if at < 0 or (at > 0 and text[at - 1] not in " $(|`/"):
-            continue
-        try:
-            words = shlex.split(text[at:].split("#")[0].split("|")[0], posix=True)
-        except ValueError:
+        words = command_words(prog, text)
+        if not words:
             continue
         sub = words[1] if len(words) > 1 and words[1] in SUBCOMMANDS.get(prog, ()) else None
         known = declared_options(prog, sub)

@@ -87,6 +87,15 @@ spmd::PrepareOptions options_for(const std::vector<std::string>& inputs, const s
   return options;
 }
 
+// A small BPE vocabulary, everything into train.bin: the documents' bytes come back through decode.
+spmd::PrepareOptions bpe_options_for(const std::vector<std::string>& inputs, const std::string& out) {
+  auto options = options_for(inputs, out);
+  options.vocab = spmd::VocabKind::kBpe;
+  options.bpe_merges = 10;
+  options.val_fraction = 0;
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("corpus: JSON Lines, gzip and zstd give each line's document, <|endoftext|> between") {
@@ -238,11 +247,7 @@ TEST_CASE("corpus: a text document that is not UTF-8 is encoded as bytes and cou
   TempDir dir;
   write_file(dir.file("a.txt"), "plain text\n");
   write_file(dir.file("b.txt"), "latin-1 caf\xe9\n");
-  auto options = options_for({dir.file("a.txt"), dir.file("b.txt")}, dir.file("out"));
-  options.vocab = spmd::VocabKind::kBpe;
-  options.bpe_merges = 10;
-  options.val_fraction = 0;
-  const spmd::DatasetMeta meta = spmd::prepare(options);
+  const spmd::DatasetMeta meta = spmd::prepare(bpe_options_for({dir.file("a.txt"), dir.file("b.txt")}, dir.file("out")));
   CHECK(meta.documents == 2);
   CHECK(meta.non_utf8_documents == 1);
   const auto ids = read_uint16(dir.file("out/train.bin"));
@@ -254,11 +259,7 @@ TEST_CASE("corpus: a JSON line whose document is not UTF-8 gives the document's 
   // Invalid bytes inside the string (a lone 0xE9, a cut-off 0xF4 0x8F), valid non-ASCII beside them.
   write_file(dir.file("in.jsonl"), "{\"text\": \"caf\xe9 na\xc3\xafve \xf4\x8f\", \"id\": 1}\n"
                                    "{\"text\": \"plain\"}\n");
-  auto options = options_for({dir.file("in.jsonl")}, dir.file("out"));
-  options.vocab = spmd::VocabKind::kBpe;
-  options.bpe_merges = 10;
-  options.val_fraction = 0;
-  const spmd::DatasetMeta meta = spmd::prepare(options);
+  const spmd::DatasetMeta meta = spmd::prepare(bpe_options_for({dir.file("in.jsonl")}, dir.file("out")));
   CHECK(meta.documents == 2);
   CHECK(meta.non_utf8_documents == 1);
   CHECK(meta.skipped_bad_lines == 0);
