@@ -120,6 +120,41 @@ ActivationParts activation_parts(const DeviceShapes& d, const std::string& remat
   return a;
 }
 
+// The stage's passes in a step: the schedule's, or without stages each microbatch's forward then
+// its backward (gradient accumulation).
+std::vector<PipelinePass> step_passes(const PipelineLayout& pipeline, const std::string& schedule,
+                                      int64_t microbatches, int64_t stage) {
+  if (!pipeline.axis.empty()) return stage_passes({schedule, pipeline.stages(), pipeline.chunks, microbatches}, stage);
+  std::vector<PipelinePass> passes;
+  for (int64_t m = 0; m < microbatches; ++m) {
+    passes.push_back({PipelinePass::kForward, m});
+    passes.push_back({PipelinePass::kBackward, m});
+  }
+  return passes;
+}
+
+// The most the activations and the second gradient copy hold together at a pass boundary (a
+// backward frees its activations as it makes gradients, so the worst moments are the boundaries).
+int64_t held_at_worst(const std::vector<PipelinePass>& passes, int64_t per_microbatch, int64_t copies) {
+  int64_t live = 0, most = 0;
+  bool backward_seen = false;
+  for (const auto& p : passes) {
+    live += p.kind == PipelinePass::kForward ? 1 : -1;
+    backward_seen = backward_seen || p.kind == PipelinePass::kBackward;
+    most = std::max(most, live * per_microbatch + (backward_seen ? copies : 0));
+  }
+  return most;
+}
+
+// This device's gradients that GradientSync buckets: those summed over more than one device.
+int64_t bucketed_gradient_bytes(const ModelLayout& layout, int64_t rank) {
+  int64_t bytes = 0;
+  for (const auto& p : layout.params)
+    if (p.sharding.holds(rank) && layout.mesh.axes_size(gradient_sum_axes(layout, p)) > 1)
+      bytes += p.sharding.shard_numel() * kFloatBytes;
+  return bytes;
+}
+
 int64_t operand_bytes(const std::string& matmul_dtype) { return matmul_dtype == "bfloat16" ? 2 : kFloatBytes; }
 
 // Whether the runtime all-gathers this weight (over more than one device) before using it.
@@ -194,6 +229,9 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   e.activations_per_microbatch = e.activation_parts.total();
   e.microbatches_in_flight = microbatches_in_flight(pipeline, schedule, microbatches, stage);
   e.activations = e.activations_per_microbatch * e.microbatches_in_flight;
+  e.gradient_copies = held_at_worst(step_passes(pipeline, schedule, microbatches, stage), e.activations_per_microbatch,
+                                    bucketed_gradient_bytes(layout, rank)) -
+                      e.activations;
   e.remat = remat;
   e.sequence_parallel_axes = layout.seq_axes;
   e.sequence_parallel_degree = layout.mesh.axes_size(layout.seq_axes);

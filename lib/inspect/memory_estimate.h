@@ -24,6 +24,10 @@ struct MemoryEstimate {
   int64_t grads = 0;         // gradients: same sharding as the parameters
   int64_t optimizer = 0;     // AdamW m and v: same sharding as the parameters
   int64_t fsdp_gathered = 0; // FSDP working set: the largest gathered weight, its gradient, the prefetch
+  // Gradients summed over data, context or sequence splits live twice from a step's first backward
+  // until its gradient sync ends: autograd's .grad beside the sync's bucket buffer. What that second
+  // copy adds to the activations' worst moment (0 when the activations peak before any backward).
+  int64_t gradient_copies = 0;
   int64_t activations = 0;   // saved for backward: activations_per_microbatch x microbatches_in_flight
   int64_t activations_per_microbatch = 0;  // one microbatch through this device's blocks (one chunk's when interleaved)
   int64_t microbatches_in_flight = 1;      // forwarded, not yet backwarded, at the worst moment
@@ -33,7 +37,7 @@ struct MemoryEstimate {
   int64_t sequence_parallel_degree = 1;             // positions of the stream held: T / this
   std::vector<std::string> context_parallel_axes;   // every activation's head-tail split (empty: none)
   int64_t context_parallel_degree = 1;              // positions of every activation held: T / this
-  int64_t total() const { return params + grads + optimizer + fsdp_gathered + activations; }
+  int64_t total() const { return params + grads + optimizer + fsdp_gathered + gradient_copies + activations; }
 };
 
 // The most microbatches whose activations `stage` holds at once: max_in_flight of its passes

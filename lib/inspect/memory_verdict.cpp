@@ -52,6 +52,7 @@ std::string dominant_term(const MemoryEstimate& e) {
   const std::pair<const char*, int64_t> terms[] = {{"parameters", e.params}, {"gradients", e.grads},
                                                    {"optimizer state", e.optimizer},
                                                    {"FSDP working set", e.fsdp_gathered},
+                                                   {"gradients in sync", e.gradient_copies},
                                                    {"activations", e.activations}};
   const auto* best = &terms[0];
   for (const auto& t : terms)

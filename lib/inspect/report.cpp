@@ -32,7 +32,8 @@ std::string logical_text(const std::vector<std::string>& logical) {
 nlohmann::json memory_json(const MemoryEstimate& e) {
   const ActivationParts& a = e.activation_parts;
   return {{"params", e.params}, {"grads", e.grads}, {"optimizer", e.optimizer},
-          {"fsdp_gathered", e.fsdp_gathered}, {"activations", e.activations},
+          {"fsdp_gathered", e.fsdp_gathered}, {"gradient_copies", e.gradient_copies},
+          {"activations", e.activations},
           {"activations_per_microbatch", e.activations_per_microbatch},
           {"microbatches_in_flight", e.microbatches_in_flight}, {"total", e.total()},
           {"remat", e.remat},
@@ -110,6 +111,7 @@ std::string memory_text(const Config& config, const ModelLayout& layout, std::op
   line("gradients", sharded.grads, single.grads);
   line("AdamW state (m, v)", sharded.optimizer, single.optimizer);
   line("FSDP working set (one layer)", sharded.fsdp_gathered, single.fsdp_gathered);
+  line("gradients in sync (a second copy)", sharded.gradient_copies, single.gradient_copies);
   line(activations_label(sharded), sharded.activations, single.activations);
   line("total", sharded.total(), single.total());
   const auto& m = config.model;

@@ -9,20 +9,6 @@
 
 namespace spmd {
 
-namespace {
-}  // namespace
-
-std::vector<std::string> gradient_sum_axes(const ModelLayout& layout, const ParamLayout& p) {
-  std::vector<std::string> axes = layout.token_axes();  // its data- and context-parallel replicas...
-  for (const auto& dims : p.fsdp_axes)
-    for (const auto& a : dims) axes.erase(std::find(axes.begin(), axes.end(), a));
-  axes.insert(axes.end(), p.sequence_axes.begin(), p.sequence_axes.end());  // ...and its sequence splits
-  return axes;
-}
-
-namespace {
-}  // namespace
-
 GradientSync::GradientSync(ShardedModel& model, int64_t bucket_bytes)
     : model_(model), bucket_of_(model.params().size(), -1), arrived_(model.params().size(), false) {
   const auto& layout = model.layout();

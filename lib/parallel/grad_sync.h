@@ -78,11 +78,6 @@ class GradientSync {
   int64_t total_reductions_ = 0, total_started_early_ = 0;
 };
 
-// The mesh axes a parameter's gradient is summed over: the batch axes it is replicated on (the
-// data-parallel replicas; FSDP dims are reduce-scattered in backward instead) and, for a
-// per-position parameter under sequence parallelism, the sequence split's axes.
-std::vector<std::string> gradient_sum_axes(const ModelLayout& layout, const ParamLayout& p);
-
 // sqrt of the sum of squared gradients, each distinct block counted once (replicas skipped):
 // a 0-dim float64 tensor on the rank's device (reading it is the caller's choice).
 at::Tensor global_grad_norm(const ShardedModel& model);

@@ -279,6 +279,14 @@ std::vector<std::string> ModelLayout::token_axes() const {
   return axes;
 }
 
+std::vector<std::string> gradient_sum_axes(const ModelLayout& layout, const ParamLayout& p) {
+  std::vector<std::string> axes = layout.token_axes();
+  for (const auto& dims : p.fsdp_axes)
+    for (const auto& a : dims) axes.erase(std::find(axes.begin(), axes.end(), a));
+  axes.insert(axes.end(), p.sequence_axes.begin(), p.sequence_axes.end());
+  return axes;
+}
+
 const ParamLayout& ModelLayout::param(const std::string& name) const {
   for (const auto& p : params)
     if (p.info.name == name) return p;

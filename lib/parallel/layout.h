@@ -75,6 +75,11 @@ struct ModelLayout {
   const ParamLayout& param(const std::string& name) const;
 };
 
+// The mesh axes a parameter's gradient is summed over: the token axes it is replicated on (the
+// data- and context-parallel replicas; FSDP dims are reduce-scattered in backward instead) and,
+// for a per-position parameter under sequence parallelism, the sequence split's axes.
+std::vector<std::string> gradient_sum_axes(const ModelLayout& layout, const ParamLayout& p);
+
 // Resolves everything and validates divisibility; errors name the tensor, dim and sizes.
 ModelLayout plan_layout(const Config& config);
 

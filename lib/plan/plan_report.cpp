@@ -62,6 +62,7 @@ nlohmann::json plans_json(const std::vector<RankedPlan>& plans, size_t top, cons
                             {"memory_bytes", p.footprint()},
                             {"memory", {{"params", p.memory.params}, {"grads", p.memory.grads},
                                         {"optimizer", p.memory.optimizer}, {"fsdp_gathered", p.memory.fsdp_gathered},
+                                        {"gradient_copies", p.memory.gradient_copies},
                                         {"activations", p.memory.activations}, {"recompute", p.recompute_bytes}}},
                             {"step_s", p.cost.total_s}, {"tokens_per_s", p.tokens_per_s()}, {"cost", cost},
                             {"yaml", to_yaml(p.config)}});
