@@ -37,10 +37,18 @@ def token_file(path, count, vocab):
 
 
 def ranks(xs):
+    """Ranks from 0, tied values sharing their average rank (Spearman's definition: plans the
+    model predicts alike are not ordered by the order they were listed in)."""
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     r = [0.0] * len(xs)
-    for pos, i in enumerate(order):
-        r[i] = float(pos)
+    pos = 0
+    while pos < len(order):
+        end = pos
+        while end + 1 < len(order) and xs[order[end + 1]] == xs[order[pos]]:
+            end += 1
+        for k in range(pos, end + 1):
+            r[order[k]] = (pos + end) / 2
+        pos = end + 1
     return r
 
 
@@ -77,6 +85,23 @@ def measure(args, plan, data, out):
     return statistics.median(steps) / 1e3, summary.get("peak_tensor_bytes")
 
 
+def summary(rows):
+    pred = [r["predicted_s"] for r in rows]
+    meas = [r["measured_s"] for r in rows]
+    best_predicted = rows[pred.index(min(pred))]["measured_s"]
+    mem = [abs(r["predicted_bytes"] / r["measured_bytes"] - 1) for r in rows if r["measured_bytes"]]
+    return {"spearman": spearman(pred, meas) if len(rows) > 2 else None,
+            "best_predicted_over_best_measured": best_predicted / min(meas),
+            "memory_error_max": max(mem) if mem else None,
+            "memory_error_median": statistics.median(mem) if mem else None}
+
+
+def print_summary(r):
+    print(f"{r['config']} N={r['devices']}: {len(r['plans'])} plans of {r['valid_layouts']}; rank correlation "
+          f"{r['spearman']:.2f}; predicted best / measured best {r['best_predicted_over_best_measured']:.2f}x; "
+          f"memory error median {r['memory_error_median']:.0%} max {r['memory_error_max']:.0%}", flush=True)
+
+
 def case(args, name, devices, out):
     config = CONFIGS[name]
     inspect = os.path.join(args.build, "app/spmd-inspect")
@@ -97,17 +122,9 @@ def case(args, name, devices, out):
         print(f"  {name} N={devices} #{plan['rank']:>3} {plan['sharding']:<36} predicted {plan['step_s']*1e3:8.1f} ms"
               f"  measured {measured_s*1e3:8.1f} ms  memory predicted {plan['memory_bytes']/2**20:7.1f} MiB"
               f"  measured {(peak or 0)/2**20:7.1f} MiB", flush=True)
-    pred = [r["predicted_s"] for r in rows]
-    meas = [r["measured_s"] for r in rows]
-    best_predicted = rows[pred.index(min(pred))]["measured_s"]
-    mem = [abs(r["predicted_bytes"] / r["measured_bytes"] - 1) for r in rows if r["measured_bytes"]]
-    result = {"config": name, "devices": devices, "plans": rows, "valid_layouts": listing["valid_fitting"],
-              "spearman": spearman(pred, meas) if len(rows) > 2 else None,
-              "best_predicted_over_best_measured": best_predicted / min(meas),
-              "memory_error_max": max(mem) if mem else None, "memory_error_median": statistics.median(mem) if mem else None}
-    print(f"{name} N={devices}: {len(rows)} plans of {listing['valid_fitting']}; rank correlation "
-          f"{result['spearman']:.2f}; predicted best / measured best {result['best_predicted_over_best_measured']:.2f}x; "
-          f"memory error median {result['memory_error_median']:.0%} max {result['memory_error_max']:.0%}", flush=True)
+    result = {"config": name, "devices": devices, "plans": rows, "valid_layouts": listing["valid_fitting"]}
+    result.update(summary(rows))
+    print_summary(result)
     return result
 
 
@@ -121,7 +138,13 @@ def main():
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--warmup", type=int, default=4, help="logged steps left out of the median")
     p.add_argument("--out", default="out/plan-validation.json")
+    p.add_argument("--summarize", metavar="JSON", help="print the summary of an earlier --out file and exit")
     args = p.parse_args()
+    if args.summarize:
+        for result in json.load(open(args.summarize)):
+            result.update(summary(result["plans"]))
+            print_summary(result)
+        return
     work = os.path.splitext(args.out)[0]
     os.makedirs(work, exist_ok=True)
     results = []

@@ -18,7 +18,7 @@ if [ ! -f "$ranks" ]; then
   tar xzf "$work/openai_whisper-20250625.tar.gz" -C "$work" openai_whisper-20250625/whisper/assets/gpt2.tiktoken
 fi
 [ -f "$work/gpt2/merges.txt" ] || "$python" bench/gpt2_tokenizer_files.py "$ranks" "$work/gpt2"
-[ -f "$work/multilingual.jsonl" ] || "$python" bench/fortunes_corpus.py "$work"
+[ -f "$work/english.jsonl" ] && [ -f "$work/multilingual.jsonl" ] || "$python" bench/prepare_corpora.py "$work"
 lscpu | grep -E "Model name|^CPU\(s\)"
 "$python" bench/prepare_vs_tiktoken.py "$build/app/spmd-prepare" "$work/gpt2" "$ranks" \
   "$work/english.jsonl" "$work/multilingual.jsonl" --rounds "$rounds"

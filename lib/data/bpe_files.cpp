@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -24,62 +25,130 @@ struct Vocab {
   std::unordered_map<std::string, int32_t> id_of;  // vocab.json key -> id
 };
 
-std::string quoted(const std::string& s) {
+std::string json_quoted(const std::string& s) {
   return Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-Json parse_json_file(const std::string& path) {
+std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   SPMD_CHECK(in.good(), "{}: cannot open tokenizer file", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Json parse_json_file(const std::string& path) {
+  const std::string text = read_file(path);
   try {
-    return Json::parse(in);
+    return Json::parse(text);
   } catch (const Json::exception& e) {
     throw UsageError(fmt::format("{}: not valid JSON: {}", path, e.what()));
   }
 }
 
+using VocabEntries = std::vector<std::pair<std::string, int64_t>>;  // (token, id) in file order
+
+// vocab.json read as a stream of (key, id) events: no document tree of 50,000 nodes to build,
+// walk and free (most of a start-up's time before).
+class VocabReader : public nlohmann::json_sax<Json> {
+ public:
+  explicit VocabReader(const std::string& path) : path_(path) {}
+  VocabEntries entries;
+
+  bool start_object(std::size_t) override {
+    if (depth_++ == 0) return true;
+    return not_an_id();
+  }
+  bool end_object() override { return --depth_, true; }
+  bool key(string_t& k) override { return key_ = std::move(k), true; }
+  bool number_integer(number_integer_t v) override { return id(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return id(v <= static_cast<number_unsigned_t>(INT64_MAX) ? static_cast<int64_t>(v) : -1);
+  }
+  bool null() override { return not_an_id(); }
+  bool boolean(bool) override { return not_an_id(); }
+  bool number_float(number_float_t, const string_t&) override { return not_an_id(); }
+  bool string(string_t&) override { return not_an_id(); }
+  bool binary(binary_t&) override { return not_an_id(); }
+  bool start_array(std::size_t) override { return not_an_id(); }
+  bool end_array() override { return not_an_id(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    throw UsageError(fmt::format("{}: not valid JSON: {}", path_, e.what()));
+  }
+
+ private:
+  bool id(int64_t v) {
+    if (depth_ != 1) return not_an_id();
+    entries.emplace_back(std::move(key_), v);
+    return true;
+  }
+  bool not_an_id() {
+    SPMD_CHECK(depth_ > 0, "{}: the vocabulary must be a JSON object of token -> id", path_);
+    throw UsageError(fmt::format("{}: id of token {} is not an integer", path_, json_quoted(key_)));
+  }
+  const std::string& path_;
+  int depth_ = 0;
+  std::string key_;
+};
+
+VocabEntries read_vocab_entries(const std::string& path) {
+  const std::string text = read_file(path);
+  VocabReader reader(path);
+  Json::sax_parse(text, &reader);
+  return std::move(reader.entries);
+}
+
+VocabEntries vocab_entries_of(const Json& j, const std::string& origin) {
+  SPMD_CHECK(j.is_object(), "{}: the vocabulary must be a JSON object of token -> id", origin);
+  VocabEntries entries;
+  for (const auto& [key, value] : j.items()) {
+    SPMD_CHECK(value.is_number_integer(), "{}: id of token {} is not an integer", origin, json_quoted(key));
+    entries.emplace_back(key, value.get<int64_t>());
+  }
+  return entries;
+}
+
 // {"token": id, ...} with ids 0..n-1 each once. Keys that are not byte-level strings and
 // <|endoftext|> are special tokens; they decode to their own UTF-8.
-Vocab vocab_from_json(const Json& j, const std::string& origin) {
-  SPMD_CHECK(j.is_object(), "{}: the vocabulary must be a JSON object of token -> id", origin);
-  SPMD_CHECK(j.size() <= (size_t{1} << 30), "{}: vocabulary too large", origin);
+Vocab vocab_from_entries(VocabEntries entries, const std::string& origin) {
+  const size_t n = entries.size();
+  SPMD_CHECK(n <= (size_t{1} << 30), "{}: vocabulary too large", origin);
   Vocab v;
-  v.tokens.resize(j.size());
-  std::vector<bool> seen(j.size(), false);
-  for (const auto& [key, value] : j.items()) {
-    SPMD_CHECK(value.is_number_integer(), "{}: id of token {} is not an integer", origin,
-               quoted(key));
-    const auto id = value.get<int64_t>();
-    SPMD_CHECK(id >= 0 && id < static_cast<int64_t>(j.size()) && !seen[id],
-               "{}: token {} has id {}; ids must be 0..{} each used once", origin, quoted(key), id,
-               j.size() - 1);
+  v.tokens.resize(n);
+  v.id_of.reserve(n);
+  std::vector<bool> seen(n, false);
+  for (auto& [key, id] : entries) {
+    SPMD_CHECK(id >= 0 && id < static_cast<int64_t>(n) && !seen[id],
+               "{}: token {} has id {}; ids must be 0..{} each used once", origin, json_quoted(key), id, n - 1);
     seen[id] = true;
     BpeToken& t = v.tokens[id];
     t.special = key == kEndOfText || !unicode_string_to_bytes(key, t.bytes);
     if (t.special) t.bytes = key;
-    v.id_of.emplace(key, static_cast<int32_t>(id));
+    const auto [it, first] = v.id_of.emplace(std::move(key), static_cast<int32_t>(id));
+    SPMD_CHECK(first, "{}: token {} appears twice", origin, json_quoted(it->first));
   }
   return v;
 }
 
-// The merge "left right" as ids, or UsageError at `where` (file:line or file entry).
-BpeMerge merge_of(const Vocab& v, const std::string& left, const std::string& right,
-                  const std::string& where) {
+// The merge "left right" as ids, or UsageError at where() (file:line or file entry), which is
+// only formatted for an error.
+template <class Where>
+BpeMerge merge_of(const Vocab& v, const std::string& left, const std::string& right, const Where& where) {
   auto find = [&](const std::string& s) {
     auto it = v.id_of.find(s);
-    SPMD_CHECK(it != v.id_of.end(), "{}: merge token {} is not in the vocabulary", where,
-               quoted(s));
+    SPMD_CHECK(it != v.id_of.end(), "{}: merge token {} is not in the vocabulary", where(), json_quoted(s));
     return it->second;
   };
   return {find(left), find(right), find(left + right)};
 }
 
-BpeMerge merge_of_line(const Vocab& v, const std::string& line, const std::string& where) {
+template <class Where>
+BpeMerge merge_of_line(const Vocab& v, std::string_view line, const Where& where) {
   const size_t space = line.find(' ');
   SPMD_CHECK(space != std::string::npos && space > 0 && space + 1 < line.size() &&
                  line.find(' ', space + 1) == std::string::npos,
-             "{}: expected \"left right\" (two tokens, one space), got {}", where, quoted(line));
-  return merge_of(v, line.substr(0, space), line.substr(space + 1), where);
+             "{}: expected \"left right\" (two tokens, one space), got {}", where(), json_quoted(std::string(line)));
+  return merge_of(v, std::string(line.substr(0, space)), std::string(line.substr(space + 1)), where);
 }
 
 // Appends <|endoftext|> when the vocabulary lacks it; returns its id.
@@ -93,15 +162,18 @@ int32_t ensure_eot(Vocab& v) {
 }  // namespace
 
 BpeTokenizer read_vocab_and_merges(const std::string& vocab_path, const std::string& merges_path) {
-  Vocab v = vocab_from_json(parse_json_file(vocab_path), vocab_path);
-  std::ifstream in(merges_path, std::ios::binary);
-  SPMD_CHECK(in.good(), "{}: cannot open tokenizer file", merges_path);
+  Vocab v = vocab_from_entries(read_vocab_entries(vocab_path), vocab_path);
+  const std::string text = read_file(merges_path);
   std::vector<BpeMerge> merges;
-  std::string line;
-  for (int line_no = 1; std::getline(in, line); ++line_no) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  size_t begin = 0;
+  for (int64_t line_no = 1; begin < text.size(); ++line_no) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + begin, end - begin);
+    begin = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
-    merges.push_back(merge_of_line(v, line, fmt::format("{}:{}", merges_path, line_no)));
+    merges.push_back(merge_of_line(v, line, [&] { return fmt::format("{}:{}", merges_path, line_no); }));
   }
   const int32_t eot = ensure_eot(v);
   return BpeTokenizer(std::move(v.tokens), std::move(merges), eot, vocab_path);
@@ -123,18 +195,19 @@ BpeTokenizer read_tokenizer_json(const std::string& path) {
                "{}: pre_tokenizer must be ByteLevel (add_prefix_space false, use_regex true), "
                "as GPT-2's",
                path);
-    Vocab v = vocab_from_json(model.at("vocab"), path + ": model.vocab");
+    const std::string origin = path + ": model.vocab";
+    Vocab v = vocab_from_entries(vocab_entries_of(model.at("vocab"), origin), origin);
     std::vector<BpeMerge> merges;
     const Json& list = model.at("merges");
     SPMD_CHECK(list.is_array(), "{}: model.merges must be a list", path);
     for (size_t i = 0; i < list.size(); ++i) {
-      const std::string where = fmt::format("{}: model.merges[{}]", path, i);
+      auto where = [&] { return fmt::format("{}: model.merges[{}]", path, i); };
       const Json& m = list[i];
       if (m.is_string()) {
         merges.push_back(merge_of_line(v, m.get<std::string>(), where));
       } else {
         SPMD_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(),
-                   "{}: expected \"a b\" or [\"a\", \"b\"]", where);
+                   "{}: expected \"a b\" or [\"a\", \"b\"]", where());
         merges.push_back(merge_of(v, m[0].get<std::string>(), m[1].get<std::string>(), where));
       }
     }
@@ -163,6 +236,27 @@ std::string vocab_key(const BpeToken& t) {
   return t.special ? t.bytes : bytes_to_unicode_string(t.bytes);
 }
 
+// s as a JSON string. The keys are UTF-8 (they were read from JSON), so only quotes, backslashes
+// and control characters need escapes; one append per character instead of a json value each.
+void append_json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (const char c : s) {
+    switch (c) {  // nlohmann's escapes, so the file reads as before
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        else out += c;
+    }
+  }
+  out += '"';
+}
+
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
@@ -183,8 +277,11 @@ void write_vocab_and_merges(const BpeTokenizer& tokenizer, const std::string& di
   // Written by hand in id order: ordered_json's operator[] searches linearly (quadratic here).
   const auto& tokens = tokenizer.tokens();
   std::string vocab = "{";
-  for (size_t id = 0; id < tokens.size(); ++id)
-    vocab += fmt::format("{}{}:{}", id ? "," : "", Json(vocab_key(tokens[id])).dump(), id);
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (id) vocab += ',';
+    append_json_string(vocab, vocab_key(tokens[id]));
+    vocab += ':' + std::to_string(id);
+  }
   write_file_atomically(dir + "/vocab.json", vocab + "}\n");
   std::string merges = "#version: 0.2\n";
   for (const BpeMerge& m : tokenizer.merges())

@@ -60,8 +60,9 @@ class ParallelOps : public ModelOps {
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
   bool sequence_parallel() const { return !decoding_ && !model_.layout().seq_axes.empty(); }
   // Context parallelism: every activation holds this rank's head-tail chunks of the sequence
-  // (off when decoding: each rank then runs the whole sequence).
-  bool context_parallel() const { return !decoding_ && !model_.layout().context_axes.empty(); }
+  // (off when decoding: each rank then runs the whole sequence). Over one device the two chunks
+  // are the sequence in order: plain (fused) attention, no K/V gather.
+  bool context_parallel() const { return !decoding_ && model_.layout().cp_size() > 1; }
   ContextSplit context_split() const;
   // Attention of this rank's queries over every member's keys and values (all-gathered).
   at::Tensor context_attention(const at::Tensor& qkv, const std::string& dropout_site);

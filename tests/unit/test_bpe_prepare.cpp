@@ -156,6 +156,10 @@ TEST_CASE("bpe: broken tokenizer files are usage errors naming the file") {
   CHECK(error("[1, 2]", "a b\n").find(vocab) != std::string::npos);
   CHECK(error(R"({"a": 0, "b": 0})", "").find("each used once") != std::string::npos);
   CHECK(error(R"({"a": "x"})", "").find("not an integer") != std::string::npos);
+  CHECK(error(R"({"a": 0.5})", "").find("id of token \"a\" is not an integer") != std::string::npos);
+  CHECK(error(R"({"a": {"b": 0}})", "").find("id of token \"a\" is not an integer") != std::string::npos);
+  CHECK(error(R"({"a": 1, "a": 0})", "").find(vocab + ": token \"a\" appears twice") != std::string::npos);
+  CHECK(error(R"({"a": 0} x)", "").find(vocab + ": not valid JSON") != std::string::npos);
   CHECK(error(R"({"a": 0})", "").find(vocab + ": no token for the single byte 0x00") !=
         std::string::npos);
   CHECK(error(good, "#version: 0.2\na b\na b c\n").find(merges + ":3") != std::string::npos);
