@@ -139,8 +139,7 @@ void read_arrays(const std::string& path, const nlohmann::json& index, const Mod
           auto range = block.at("byte_range").get<std::vector<uint64_t>>();
           SPMD_CHECK(range.size() == 2 && range[0] == file.data_start() + e.begin && range[1] == file.data_start() + e.end,
                      "checkpoint file {}/{}: tensor '{}' is not where the index says (corrupted)", path, file_name, tensor);
-          SPMD_CHECK(fmt::format("{:016x}", checksum_bytes(file.bytes(tensor), e.end - e.begin)) ==
-                         block.at("checksum").get<std::string>(),
+          SPMD_CHECK(checksum_matches(block.at("checksum").get<std::string>(), file.bytes(tensor), e.end - e.begin),
                      "checkpoint file {}/{}: checksum mismatch for '{}' (corrupted)", path, file_name, tensor);
           SPMD_CHECK(e.shape == shape, "checkpoint file {}/{}: tensor '{}' has shape {} but the index says {}", path,
                      file_name, tensor, nlohmann::json(e.shape).dump(), nlohmann::json(shape).dump());

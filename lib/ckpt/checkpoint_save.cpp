@@ -137,7 +137,7 @@ void write_rank_files(const SaveJob& job, const std::atomic<bool>& cancelled) {
       out.append(t.data_ptr(), bytes);
       manifest[job.blocks[i].name] = {{"file", file},
                                       {"byte_range", {layout.ranges[i].first, layout.ranges[i].second}},
-                                      {"checksum", fmt::format("{:016x}", checksum_bytes(t.data_ptr(), bytes))}};
+                                      {"checksum", block_checksum(t.data_ptr(), bytes)}};
       const TestHooks& hooks = test_hooks();  // tests: die as a crash would, with the file half written
       if (i == 0 && hooks.sigkill_in_save_at_step == job.step && hooks.sigkill_in_save_rank == job.rank) raise(SIGKILL);
     }

@@ -1,7 +1,6 @@
 // The checkpoint writer thread and its commit.
 #include "ckpt/checkpoint_saver.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,11 +19,6 @@ namespace spmd {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-// The writer thread at the lowest CPU priority (nice 19; best effort): where every core trains,
-// its copying into the page cache would otherwise slow the steps it overlaps. Training that
-// waits for it (the next save, the end of the run) leaves it the cores.
-void yield_cores_to_training() { setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19); }
 
 // "" when `body` succeeds, else its error's text.
 template <typename Body>
@@ -85,7 +79,6 @@ bool CheckpointSaver::save() {
   finished_ = false;
   in_flight_step_ = job.step;
   writer_ = std::thread([this, job = std::move(job)] {
-    yield_cores_to_training();
     report_ = write_and_commit(job);
     finished_ = true;
   });

@@ -61,8 +61,7 @@ int export_hf_gpt2(const std::string& dir, const std::string& out_path) {
         }
         const std::string tensor = block.at("tensor").get<std::string>();
         const auto& e = file->entries().at(tensor);
-        SPMD_CHECK(fmt::format("{:016x}", checksum_bytes(file->bytes(tensor), e.end - e.begin)) ==
-                       block.at("checksum").get<std::string>(),
+        SPMD_CHECK(checksum_matches(block.at("checksum").get<std::string>(), file->bytes(tensor), e.end - e.begin),
                    "checkpoint file {}/{}: checksum mismatch for '{}' (corrupted)", dir, file_name, tensor);
         auto offset = block.at("offset").get<std::vector<int64_t>>();
         at::Tensor dst = full;

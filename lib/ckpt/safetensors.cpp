@@ -2,20 +2,35 @@
 #include "ckpt/safetensors.h"
 
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/crc32c.h"
 #include "util/durable_file.h"
 #include "util/error.h"
 
 namespace spmd {
 
-uint64_t checksum_bytes(const void* data, size_t size) {
+namespace {
+constexpr std::string_view kCrc32cPrefix = "crc32c:";
+
+uint64_t fnv1a_64(const void* data, size_t size) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
   return h;
+}
+}  // namespace
+
+std::string block_checksum(const void* data, size_t size) {
+  return fmt::format("{}{:08x}", kCrc32cPrefix, crc32c(data, size));
+}
+
+bool checksum_matches(const std::string& recorded, const void* data, size_t size) {
+  if (recorded.rfind(kCrc32cPrefix, 0) == 0) return recorded == block_checksum(data, size);
+  return recorded == fmt::format("{:016x}", fnv1a_64(data, size));
 }
 
 SafetensorsLayout safetensors_layout(const std::vector<NamedTensor>& tensors,

@@ -31,8 +31,12 @@ SafetensorsLayout safetensors_layout(const std::vector<NamedTensor>& tensors,
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-// 64-bit FNV-1a of a byte range: the checksum stored in checkpoint indexes.
-uint64_t checksum_bytes(const void* data, size_t size);
+// A tensor block's checksum as checkpoint indexes record it: "crc32c:" and 8 hex digits (CRC-32C
+// by ISA-L, many GB/s: the background writer and the loader pass over every byte).
+std::string block_checksum(const void* data, size_t size);
+// Whether `recorded` is the block's checksum: block_checksum's form, or the 16 hex digits of the
+// byte-at-a-time 64-bit FNV-1a that earlier checkpoints carry (~4 cycles a byte; still read).
+bool checksum_matches(const std::string& recorded, const void* data, size_t size);
 
 struct SafetensorsEntry {
   std::string dtype;

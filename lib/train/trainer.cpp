@@ -258,10 +258,13 @@ void finish_run(const Config& config, TrainState& state, LoopCheckpoints& checkp
                 const Progress& progress, int64_t first_step, double last_loss, int64_t graph_bytes,
                 nlohmann::json& summary) {
   check_health(state);  // the last steps' verdict, where it was not read yet
+  const double steps_s = progress.seconds();
   checkpoints.save();   // the final state, unless just saved
   checkpoints.finish();
   const double total_s = progress.seconds();
   summary["loop_s"] = total_s;
+  summary["steps_s"] = steps_s;                  // the steps alone, saves in the background included
+  summary["final_save_s"] = total_s - steps_s;  // the end's save, or the wait for the one in flight
   if (state.rank() == 0)
     fmt::print("done: {} steps in {}, final loss {:.4f}\n", config.train.steps - first_step, format_duration(total_s),
                last_loss);
