@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Interleaved 1F1B against 1F1B on 4 pipeline ranks (configs/interleaved-4.yaml: 8 blocks, 8
-# microbatches; interleaved with 2 chunks per stage). Runs the two variants in turn, `rounds`
-# times (a shared machine's noise hits both alike), with bench_train, and prints per run the median
+# Interleaved 1F1B against 1F1B on `stages` pipeline ranks, 4 by default (configs/interleaved-4.yaml:
+# 8 blocks, 8 microbatches; interleaved with 2 chunks per stage). Runs the two variants in turn,
+# `rounds` times (a shared machine's noise hits both alike), with bench_train, and prints per run the median
 # step time and the measured bubble (each stage's time blocked receiving, over the step; mean over
 # stages) next to the formula (p-1)/(vM+p-1); then the medians per variant.
 # Reads Debian's fortunes as bytes (vocab 256), prepared into a temporary folder: a char vocabulary
 # can run to thousands of symbols where several languages' fortunes are installed, and its head
 # would outweigh a stage of blocks (the formula assumes equal stages).
-# Usage: bash bench/interleaved_vs_1f1b.sh [build dir] [rounds] [steps]
+# A rank needs a core of its own for its idle time to show: run as many stages as the machine has
+# free cores.
+# Usage: bash bench/interleaved_vs_1f1b.sh [build dir] [rounds] [steps] [stages]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 rounds=${2:-3}
 steps=${3:-10}
+stages=${4:-4}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$build/app/spmd-prepare" --input /usr/share/games/fortunes --out "$work/data" --vocab byte --val-fraction 0.1 \
@@ -21,7 +24,8 @@ lscpu | grep -E '^Model name' || true
 for ((r = 1; r <= rounds; r++)); do
   for variant in 1f1b interleaved; do
     chunks=$([ "$variant" = interleaved ] && echo 2 || echo 1)
-    "$build/bench/bench_train" --config configs/interleaved-4.yaml --nproc 4 --warmup 2 --steps "$steps" \
+    "$build/bench/bench_train" --config configs/interleaved-4.yaml --nproc "$stages" --warmup 2 \
+      --set mesh.shape="[$stages]" --steps "$steps" \
       --set runtime.pipeline_schedule="$variant" --set runtime.virtual_stages="$chunks" \
       --set runtime.threads_per_rank=1 --set model.vocab_size=256 --set data.train="$work/data/train.bin" \
       --set data.val="$work/data/val.bin" --json "$work/$variant-$r.json" >/dev/null

@@ -13,6 +13,7 @@
 #include "ckpt/checkpoint_format.h"
 #include "data/dataset_tokenizer.h"
 #include "inspect/report.h"
+#include "util/direct_file.h"
 #include "util/durable_file.h"
 #include "util/error.h"
 #include "util/json_file.h"
@@ -128,7 +129,7 @@ void write_rank_files(const SaveJob& job, const std::atomic<bool>& cancelled) {
   nlohmann::json manifest = nlohmann::json::object();
   if (!job.blocks.empty()) {  // a rank holding only replicas of others' blocks writes no file
     const SafetensorsLayout layout = safetensors_layout(job.blocks, {{"format", "pt"}, {"producer", "spmd-train"}});
-    DurableFile out(job.tmp_dir + "/" + file);
+    DirectFile out(job.tmp_dir + "/" + file);  // past the page cache: the copy would cost training CPU
     out.append(layout.header.data(), layout.header.size());
     for (size_t i = 0; i < job.blocks.size(); ++i) {
       if (cancelled) throw RuntimeError("abandoned");
