@@ -3,8 +3,6 @@
 // timed at two sizes and fitted to t = latency + 2 (n-1)/n S / bandwidth (machine_rates.h).
 #include "plan/calibrate.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -45,22 +43,15 @@ double world_mean(const Communicator& comm, double x) {
   return t.item<double>() / static_cast<double>(comm.mesh().size());
 }
 
-// The model's MLP up-projection on `rows` rows.
-double matmul_rate(const Config& config, const Communicator& comm, int64_t rows) {
+// The model's MLP up-projection on one device's share of a step's rows (at least 64).
+double matmul_rate(const Config& config, const Communicator& comm) {
   const int64_t C = config.model.n_embd;
+  const int64_t rows = std::max<int64_t>(64, config.data.batch_size * config.model.block_size / comm.mesh().size());
   const at::Tensor a = at::randn({rows, C}), b = at::randn({C, 4 * C});
   at::Tensor out = at::empty({rows, 4 * C});
   comm.control().barrier();
   const double s = median_seconds([&] { at::mm_out(out, a, b); });
   return world_mean(comm, 2.0 * static_cast<double>(rows * C * 4 * C) / s);
-}
-
-// On one device's share of a step's rows (at least 64), then on halves of it down to 64 rows
-// (gradient accumulation's microbatches; at most 5 sizes).
-void measure_matmul_rates(const Config& config, const Communicator& comm, MachineRates& rates) {
-  const int64_t rows = std::max<int64_t>(64, config.data.batch_size * config.model.block_size / comm.mesh().size());
-  for (int64_t r = rows, k = 0; r >= 64 && k < 5; r /= 2, ++k) rates.matmul_flops_per_s_by_rows[r] = matmul_rate(config, comm, r);
-  rates.matmul_flops_per_s = rates.matmul_flops_per_s_by_rows.at(rows);
 }
 
 double memory_rate(const Communicator& comm) {
@@ -70,15 +61,6 @@ double memory_rate(const Communicator& comm) {
   comm.control().barrier();
   const double s = median_seconds([&] { at::add_out(out, a, b); });
   return world_mean(comm, 3.0 * 4 * static_cast<double>(n) / s);
-}
-
-// This node's processes x their threads over the cores they may run on (at least 1); 1 on GPUs.
-double devices_per_core(const Communicator& comm, int64_t local_processes) {
-  if (!comm.device().is_cpu()) return 1;
-  cpu_set_t cpus;
-  const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  const double threads = static_cast<double>(local_processes) * at::get_num_threads();
-  return std::max(1.0, threads / std::max(cores, 1));
 }
 
 LinkRate all_reduce_rate(const Communicator& comm, const std::vector<std::string>& axes) {
@@ -116,8 +98,7 @@ int calibrate_worker(const Config& config, const RendezvousInfo& rendezvous, con
   Communicator comm(rendezvous, mesh, resolve_runtime(config.runtime));
   MachineRates rates;
   rates.devices = options.devices;
-  rates.devices_per_core = devices_per_core(comm, rendezvous.local_world_size);
-  measure_matmul_rates(config, comm, rates);
+  rates.matmul_flops_per_s = matmul_rate(config, comm);
   rates.memory_bytes_per_s = memory_rate(comm);
   for (size_t k = mesh.axes().size(); k-- > 0;) {
     std::vector<std::string> axes(mesh.axes().begin() + static_cast<int64_t>(k), mesh.axes().end());

@@ -20,17 +20,11 @@ struct LinkRate {
 
 struct MachineRates {
   double matmul_flops_per_s = 0;  // one device's fp32 matmul rate while every device works
-  // The same at fewer rows (a microbatch's tokens on a device; small matmuls run slower), by rows.
-  // Empty: matmul_flops_per_s at any size.
-  std::map<int64_t, double> matmul_flops_per_s_by_rows;
   double memory_bytes_per_s = 0;  // one device's elementwise traffic (read + write) rate
   // Links by mesh axis name (a cluster's: intra-node model axis, inter-node data axis), and
   // by group size (what --calibrate measures here: every group of that size busy at once).
   std::map<std::string, LinkRate> axes;
   std::map<int64_t, LinkRate> group_sizes;
-  // Devices time-sharing one core (CPU processes on fewer cores than ranks x threads; 1: each
-  // device its own). A pipeline bubble idles a device, but on shared cores the others take its time.
-  double devices_per_core = 1;
   int64_t devices = 0;            // the device count it was measured with (0: written by hand)
   std::string source;             // the file it came from, for messages
 
@@ -38,9 +32,6 @@ struct MachineRates {
   // file names them all, else the measured group of that size (or the nearest larger one).
   // UsageError naming the file and the axis when it has neither.
   LinkRate link(const std::vector<std::string>& axes, int64_t group_size) const;
-  // The matmul rate at `rows`: interpolated between the measured sizes (linearly in log rows),
-  // the nearest measured size's outside them.
-  double matmul_rate(double rows) const;
 };
 
 // Reads and checks a rates file; UsageError naming the file and the key when it is malformed.

@@ -179,7 +179,7 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   const double M = static_cast<double>(config.train.microbatches);
   StepCost cost;
   cost.flops = M * microbatch_flops(s, config.runtime.remat);
-  const double compute = microbatch_flops(s, config.runtime.remat) / r.matmul_rate(s.tokens);
+  const double compute = microbatch_flops(s, config.runtime.remat) / r.matmul_flops_per_s;
   // Elementwise work does not shrink with recomputation: what remat drops is written again by the
   // replay. A microbatch passes through every chunk of the stage (`memory`'s activations are one chunk's).
   const auto activations = [&](const std::string& remat) {
@@ -201,11 +201,7 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   if (p2p > 0) cost.comm_s[fmt::format("stage send/receive ({})", layout.pipeline.axis)] = M * p2p;
   const double slots = pipeline_fill_slots(config.runtime.pipeline_schedule, layout.pipeline.stages(), config.train.microbatches,
                                           config.runtime.virtual_stages);
-  // The bubble idles this stage's devices for slots - M microbatch times. Devices that time-share
-  // cores (r.devices_per_core = o > 1) run at 1/o of a core while all work; while some idle the
-  // others speed up, so the step lasts at least the whole machine's work (M microbatches at the
-  // shared rate) and at least the fill-and-drain critical path at a core's full rate (slots / o).
-  cost.bubble_s = (std::max(M, slots / r.devices_per_core) - M) * per_microbatch;
+  cost.bubble_s = (slots - M) * per_microbatch;
   step_collectives(config, layout, rank, r, cost);
   cost.total_s = cost.compute_s + cost.memory_s + cost.comm_total() + cost.bubble_s;
   return cost;
