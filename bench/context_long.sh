@@ -2,7 +2,7 @@
 # Context parallelism on a long-context model (configs/bench/long-context.yaml: 2 blocks, 64 wide,
 # 4 heads, block 2048, batch 4 = 8192 tokens per step, byte vocabulary), at the same global batch:
 #   one  [1] data, no context rule: one process, the fused CPU attention kernel
-#   cp1  [1] context: one process on the context path (unfused attention, a gather over 1 rank)
+#   cp1  [1] context: one process with a context rule (one device: plain fused attention, no gather)
 #   cp2  [2] context: each rank 1024 head-tail positions of every row, K/V all-gathered per block
 #   cp4  [4] context: each rank 512 positions
 # For each: spmd-inspect's activations per rank, and from bench_train (threads per rank 1) the
