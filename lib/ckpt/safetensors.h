@@ -35,7 +35,7 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
 // by ISA-L, many GB/s: the background writer and the loader pass over every byte).
 std::string block_checksum(const void* data, size_t size);
 // Whether `recorded` is the block's checksum: block_checksum's form, or the 16 hex digits of the
-// byte-at-a-time 64-bit FNV-1a that earlier checkpoints carry (~4 cycles a byte; still read).
+// byte-at-a-time 64-bit FNV-1a that earlier checkpoints hold (~4 cycles a byte; still read).
 bool checksum_matches(const std::string& recorded, const void* data, size_t size);
 
 struct SafetensorsEntry {
