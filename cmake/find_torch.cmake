@@ -54,3 +54,10 @@ else()
   endif()
   message(STATUS "spmd: no CUDA toolkit used (${SPMD_CUDA_OFF_REASON}): linking the wheel's CPU libraries only")
 endif()
+
+# c10 alone (its headers and libc10), in both cases: the exception type spmd_data's error text
+# knows, without libtorch (lib/CMakeLists.txt).
+add_library(spmd_c10 INTERFACE IMPORTED)
+set_target_properties(spmd_c10 PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${_torch_prefix}/include"
+  INTERFACE_LINK_LIBRARIES "${_torch_prefix}/lib/libc10.so")
