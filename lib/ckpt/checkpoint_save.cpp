@@ -25,18 +25,39 @@ namespace spmd {
 
 namespace {
 
+// Which member of each replica group writes the group's block (parameter and both AdamW moments),
+// by parameter, then by group in replica_groups() order: the member with the fewest bytes to
+// write so far (ties: the first), so the replicas share the writing and the staging copy (data
+// parallelism over 2: each rank about half) instead of one holder doing it all. A function of the
+// layout alone: every rank computes the same.
+std::vector<std::vector<int64_t>> block_writers(const ModelLayout& layout) {
+  std::map<int64_t, int64_t> bytes_of;  // rank -> bytes assigned
+  std::vector<std::vector<int64_t>> writers;
+  for (const auto& p : layout.params) {
+    writers.emplace_back();
+    const int64_t bytes = 3 * 4 * p.sharding.shard_numel();
+    for (const auto& group : p.sharding.replica_groups()) {
+      int64_t writer = group.front();
+      for (int64_t r : group)
+        if (bytes_of[r] < bytes_of[writer]) writer = r;
+      bytes_of[writer] += bytes;
+      writers.back().push_back(writer);
+    }
+  }
+  return writers;
+}
+
 // The index's entry for every array: global shape, spec, and the block each replica group's
-// primary holder wrote (from the ranks' manifests).
+// writer wrote (from the ranks' manifests).
 nlohmann::json index_arrays(const ModelLayout& layout, const std::map<int64_t, nlohmann::json>& manifests) {
   nlohmann::json arrays = nlohmann::json::array();
-  for (const auto& p : layout.params) {
+  const auto writers = block_writers(layout);
+  for (size_t i = 0; i < layout.params.size(); ++i) {
+    const ParamLayout& p = layout.params[i];
     for (const char* kind : kCheckpointArrayKinds) {
       const std::string name = std::string(kind) + "/" + p.info.name;
       nlohmann::json block_list = nlohmann::json::array();
-      for (const auto& group : p.sharding.replica_groups()) {
-        int64_t holder = -1;
-        for (int64_t r : group)
-          if (p.sharding.is_primary_replica(r)) holder = r;
+      for (const int64_t holder : writers[i]) {
         const auto& m = manifests.at(holder).at(name);
         block_list.push_back({{"file", m["file"]},
                               {"tensor", name},
@@ -96,8 +117,9 @@ SaveJob describe_save(CheckpointState& s) {
   job.tmp_dir = job.final_dir + ".tmp";
   job.rank = s.comm.rank();
   const auto& layout = s.model.layout();
+  const auto writers = block_writers(layout);
   for (size_t i = 0; i < layout.params.size(); ++i) {
-    if (!layout.params[i].sharding.is_primary_replica(job.rank)) continue;
+    if (std::find(writers[i].begin(), writers[i].end(), job.rank) == writers[i].end()) continue;
     for (const char* kind : kCheckpointArrayKinds)
       job.blocks.push_back({std::string(kind) + "/" + layout.params[i].info.name,
                             checkpoint_local_array(s, kind, i).detach()});
