@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "util/durable_file.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -39,13 +40,7 @@ DirectFile::~DirectFile() {
 }
 
 void DirectFile::write_blocks(size_t bytes) {
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::write(fd_, buffer_ + done, bytes - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw RuntimeError(fmt::format("writing {} failed: {}", path_, std::strerror(n < 0 ? errno : ENOSPC)));
-    done += static_cast<size_t>(n);
-  }
+  write_all(fd_, buffer_, bytes, path_);
   written_ += bytes;
   used_ -= std::min(used_, bytes);
 }

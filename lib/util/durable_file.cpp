@@ -22,16 +22,18 @@ DurableFile::~DurableFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void DurableFile::append(const void* data, size_t size) {
+void write_all(int fd, const void* data, size_t size, const std::string& path) {
   const char* bytes = static_cast<const char*>(data);
   size_t done = 0;
   while (done < size) {
-    ssize_t n = ::write(fd_, bytes + done, size - done);
+    ssize_t n = ::write(fd, bytes + done, size - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw RuntimeError(fmt::format("writing {} failed: {}", path_, std::strerror(n < 0 ? errno : ENOSPC)));
+    if (n <= 0) throw RuntimeError(fmt::format("writing {} failed: {}", path, std::strerror(n < 0 ? errno : ENOSPC)));
     done += static_cast<size_t>(n);
   }
 }
+
+void DurableFile::append(const void* data, size_t size) { write_all(fd_, data, size, path_); }
 
 void DurableFile::finish() {
   if (::fsync(fd_) != 0) throw RuntimeError(fmt::format("fsync of {} failed: {}", path_, std::strerror(errno)));

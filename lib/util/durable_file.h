@@ -22,6 +22,9 @@ class DurableFile {
   int fd_ = -1;
 };
 
+// write(2) of all `size` bytes to `fd` (retried after EINTR); RuntimeError naming `path` on failure
+// (a full disk included).
+void write_all(int fd, const void* data, size_t size, const std::string& path);
 // Creates/overwrites `path` with the bytes, then fsyncs it. RuntimeError naming the path on failure.
 void write_file_durably(const std::string& path, const void* data, size_t size);
 void write_file_durably(const std::string& path, const std::string& contents);
