@@ -1,6 +1,8 @@
 """Two benchmark corpora from Debian packages, one document per JSON line ({"text": ...}).
-English: the `fortunes` package's cookies and Perl's manual (`perl-doc`: its .pod files cut at
-their =head1 and =head2 sections), ~11 MB. Multilingual: fortunes in German, Russian, Spanish,
+English: the `fortunes` package's cookies, Perl's manual (`perl-doc`: its .pod files cut at
+their =head1 and =head2 sections) and the Linux kernel's documentation (`linux-doc-6.1`: each
+English .rst file a document), ~32 MB: large enough that spmd-prepare's ~40 ms start-up is a small
+part of a run, as it is on a real corpus. Multilingual: fortunes in German, Russian, Spanish,
 Italian, Czech, Polish, Bulgarian, Portuguese and Chinese, ~16 MB. Documents that are not valid
 UTF-8 are left out. The packages are fetched with `apt-get download` and unpacked under
 OUT_DIR/debs, never installed: installed, the fortunes would join the default corpus that
@@ -8,6 +10,7 @@ datasets/fortunes/prepare.sh reads.
 
   python prepare_corpora.py OUT_DIR      (writes OUT_DIR/english.jsonl, OUT_DIR/multilingual.jsonl)
 """
+import gzip
 import itertools
 import json
 import os
@@ -54,6 +57,18 @@ def pod_sections(debs):
                 yield from re.split(rb"\n(?==head[12] )", text)
 
 
+def kernel_docs(debs):
+    base = os.path.join(unpack("linux-doc-6.1", debs), "usr/share/doc/linux-doc-6.1/Documentation")
+    for folder, dirs, names in os.walk(base):  # top-down, in sorted order, skipping translations
+        dirs[:] = sorted(d for d in dirs if d != "translations")
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            if name.endswith(".rst.gz"):
+                yield gzip.open(path).read()
+            elif name.endswith(".rst"):
+                yield open(path, "rb").read()
+
+
 def write_corpus(documents, path):
     docs = 0
     with open(path, "w", encoding="utf-8") as out:
@@ -71,6 +86,6 @@ def write_corpus(documents, path):
 if __name__ == "__main__":
     debs = os.path.join(sys.argv[1], "debs")
     os.makedirs(debs, exist_ok=True)
-    english = itertools.chain(cookies(ENGLISH, debs), pod_sections(debs))
+    english = itertools.chain(cookies(ENGLISH, debs), pod_sections(debs), kernel_docs(debs))
     write_corpus(english, os.path.join(sys.argv[1], "english.jsonl"))
     write_corpus(cookies(MULTILINGUAL, debs), os.path.join(sys.argv[1], "multilingual.jsonl"))

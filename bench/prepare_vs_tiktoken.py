@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import tempfile
 import time
@@ -27,7 +28,9 @@ def children_cpu():
 
 
 def run_prepare(binary, gpt2_dir, corpus, workers, out):
-    """(wall seconds, CPU seconds) of one spmd-prepare run."""
+    """(wall seconds, CPU seconds) of one spmd-prepare run into an empty directory (untimed
+    removal of the last run's files: replacing them would time the kernel freeing their pages)."""
+    shutil.rmtree(out, ignore_errors=True)
     start, cpu = time.perf_counter(), children_cpu()
     subprocess.run([binary, "--input", corpus, "--out", out, "--tokenizer", gpt2_dir, "--quiet",
                     "--val-fraction", "0", "--workers", str(workers)], check=True,

@@ -1,11 +1,21 @@
 // Byte-level BPE encoding and decoding (see bpe.h).
 #include "data/bpe.h"
 
+#include <algorithm>
 #include <queue>
 
 #include "util/error.h"
 
 namespace spmd {
+
+namespace {
+
+bool is_concatenation(std::string_view whole, std::string_view left, std::string_view right) {
+  return whole.size() == left.size() + right.size() && whole.substr(0, left.size()) == left &&
+         whole.substr(left.size()) == right;
+}
+
+}  // namespace
 
 BpeTokenizer::BpeTokenizer(std::vector<BpeToken> tokens, std::vector<BpeMerge> merges,
                            int32_t eot_id, const std::string& origin)
@@ -27,7 +37,7 @@ BpeTokenizer::BpeTokenizer(std::vector<BpeToken> tokens, std::vector<BpeMerge> m
                     m.result < n,
                 "merge {} has an id outside the vocabulary", rank);
     SPMD_CHECK(!tokens_[m.left].special && !tokens_[m.right].special && !tokens_[m.result].special &&
-                   tokens_[m.result].bytes == tokens_[m.left].bytes + tokens_[m.right].bytes,
+                   is_concatenation(tokens_[m.result].bytes, tokens_[m.left].bytes, tokens_[m.right].bytes),
                "{}: merge {} does not produce the concatenation of its parts", origin, rank + 1);
     rules_.emplace(pair_key(m.left, m.right), Rule{static_cast<int32_t>(rank), m.result});
   }
@@ -95,18 +105,30 @@ std::string BpeTokenizer::decode(const std::vector<int64_t>& ids) const {
   return out;
 }
 
+BpeEncoder::BpeEncoder(const BpeTokenizer& tokenizer)
+    : tokenizer_(tokenizer), cache_(std::make_unique<WordCache>()) {}
+
+const BpeEncoder::Ids& BpeEncoder::cached(std::string_view word) {
+  auto it = cache_->ids_of.find(word);
+  if (it != cache_->ids_of.end()) return it->second;
+  if (cache_->ids_of.size() >= kMaxCachedWords) cache_ = std::make_unique<WordCache>();
+  word_ids_.clear();
+  tokenizer_.encode_word(word, word_ids_);
+  auto& arena = cache_->arena;
+  auto* key = static_cast<char*>(arena.allocate(word.size(), 1));
+  std::copy(word.begin(), word.end(), key);
+  auto* ids = static_cast<int32_t*>(arena.allocate(word_ids_.size() * sizeof(int32_t), alignof(int32_t)));
+  std::copy(word_ids_.begin(), word_ids_.end(), ids);
+  const Ids entry{ids, word_ids_.size()};
+  return cache_->ids_of.emplace(std::string_view(key, word.size()), entry).first->second;
+}
+
 void BpeEncoder::encode(std::string_view text, std::vector<int32_t>& out) {
   words_.clear();
   pretokenizer_.split(text, words_);
   for (std::string_view w : words_) {
-    auto it = cache_.find(std::string(w));
-    if (it == cache_.end()) {
-      if (cache_.size() >= kMaxCachedWords) cache_.clear();
-      std::vector<int32_t> ids;
-      tokenizer_.encode_word(w, ids);
-      it = cache_.emplace(std::string(w), std::move(ids)).first;
-    }
-    out.insert(out.end(), it->second.begin(), it->second.end());
+    const Ids& ids = cached(w);
+    out.insert(out.end(), ids.data, ids.data + ids.size);
   }
 }
 

@@ -4,6 +4,8 @@
 // separates documents; encoding ordinary text never produces it.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <memory_resource>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -62,15 +64,28 @@ class BpeTokenizer {
 // Bulk encoding for prepare: pre-tokenizer plus a per-word cache (bounded: cleared when full).
 class BpeEncoder {
  public:
-  explicit BpeEncoder(const BpeTokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  explicit BpeEncoder(const BpeTokenizer& tokenizer);
   void encode(std::string_view text, std::vector<int32_t>& out);
 
  private:
   static constexpr size_t kMaxCachedWords = size_t{1} << 20;
+  struct Ids {
+    const int32_t* data;
+    size_t size;
+  };
+  // Nodes, words and ids all come from one arena, so a full cache (or the encoder's end) frees a
+  // few large blocks instead of hundreds of thousands of small ones.
+  struct WordCache {
+    std::pmr::monotonic_buffer_resource arena;
+    std::pmr::unordered_map<std::string_view, Ids> ids_of{&arena};
+  };
+  const Ids& cached(std::string_view word);
+
   const BpeTokenizer& tokenizer_;
   Pretokenizer pretokenizer_;
   std::vector<std::string_view> words_;
-  std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  std::vector<int32_t> word_ids_;
+  std::unique_ptr<WordCache> cache_;
 };
 
 }  // namespace spmd

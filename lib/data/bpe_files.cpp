@@ -5,7 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <memory>
+#include <memory_resource>
 #include <string_view>
 #include <unordered_map>
 
@@ -19,10 +20,15 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Vocabulary strings and the ids they name, as read from a file.
+// Vocabulary strings and the ids they name, as read from a file. id_of views the keys it owns, so
+// a merge's tokens are looked up without a string made for each.
+// Its nodes come from one arena: no malloc and free per key, and neighbours in memory.
 struct Vocab {
   std::vector<BpeToken> tokens;
-  std::unordered_map<std::string, int32_t> id_of;  // vocab.json key -> id
+  std::vector<std::string> keys;  // vocab.json keys by id
+  std::unique_ptr<std::pmr::monotonic_buffer_resource> arena =
+      std::make_unique<std::pmr::monotonic_buffer_resource>();
+  std::pmr::unordered_map<std::string_view, int32_t> id_of{arena.get()};  // key -> id
 };
 
 std::string json_quoted(const std::string& s) {
@@ -30,11 +36,14 @@ std::string json_quoted(const std::string& s) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);  // fails on a directory, too
+  SPMD_CHECK(!ec, "{}: cannot read tokenizer file: {}", path, ec.message());
   std::ifstream in(path, std::ios::binary);
-  SPMD_CHECK(in.good(), "{}: cannot open tokenizer file", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text(size, '\0');  // read once, straight into place
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  SPMD_CHECK(in.gcount() == static_cast<std::streamsize>(size), "{}: cannot read tokenizer file", path);
+  return text;
 }
 
 Json parse_json_file(const std::string& path) {
@@ -94,6 +103,7 @@ class VocabReader : public nlohmann::json_sax<Json> {
 VocabEntries read_vocab_entries(const std::string& path) {
   const std::string text = read_file(path);
   VocabReader reader(path);
+  reader.entries.reserve(text.size() / 12);  // ~12 bytes per entry in GPT-2's file
   Json::sax_parse(text, &reader);
   return std::move(reader.entries);
 }
@@ -115,6 +125,7 @@ Vocab vocab_from_entries(VocabEntries entries, const std::string& origin) {
   SPMD_CHECK(n <= (size_t{1} << 30), "{}: vocabulary too large", origin);
   Vocab v;
   v.tokens.resize(n);
+  v.keys.resize(n);  // never resized again: id_of views these strings
   v.id_of.reserve(n);
   std::vector<bool> seen(n, false);
   for (auto& [key, id] : entries) {
@@ -124,8 +135,9 @@ Vocab vocab_from_entries(VocabEntries entries, const std::string& origin) {
     BpeToken& t = v.tokens[id];
     t.special = key == kEndOfText || !unicode_string_to_bytes(key, t.bytes);
     if (t.special) t.bytes = key;
-    const auto [it, first] = v.id_of.emplace(std::move(key), static_cast<int32_t>(id));
-    SPMD_CHECK(first, "{}: token {} appears twice", origin, json_quoted(it->first));
+    v.keys[id] = std::move(key);
+    const auto [it, first] = v.id_of.emplace(v.keys[id], static_cast<int32_t>(id));
+    SPMD_CHECK(first, "{}: token {} appears twice", origin, json_quoted(std::string(it->first)));
   }
   return v;
 }
@@ -133,13 +145,16 @@ Vocab vocab_from_entries(VocabEntries entries, const std::string& origin) {
 // The merge "left right" as ids, or UsageError at where() (file:line or file entry), which is
 // only formatted for an error.
 template <class Where>
-BpeMerge merge_of(const Vocab& v, const std::string& left, const std::string& right, const Where& where) {
-  auto find = [&](const std::string& s) {
+BpeMerge merge_of(const Vocab& v, std::string_view left, std::string_view right, const Where& where) {
+  auto find = [&](std::string_view s) {
     auto it = v.id_of.find(s);
-    SPMD_CHECK(it != v.id_of.end(), "{}: merge token {} is not in the vocabulary", where(), json_quoted(s));
+    SPMD_CHECK(it != v.id_of.end(), "{}: merge token {} is not in the vocabulary", where(),
+               json_quoted(std::string(s)));
     return it->second;
   };
-  return {find(left), find(right), find(left + right)};
+  thread_local std::string joined;  // reused: no allocation per merge
+  joined.assign(left).append(right);
+  return {find(left), find(right), find(joined)};
 }
 
 template <class Where>
@@ -148,14 +163,14 @@ BpeMerge merge_of_line(const Vocab& v, std::string_view line, const Where& where
   SPMD_CHECK(space != std::string::npos && space > 0 && space + 1 < line.size() &&
                  line.find(' ', space + 1) == std::string::npos,
              "{}: expected \"left right\" (two tokens, one space), got {}", where(), json_quoted(std::string(line)));
-  return merge_of(v, std::string(line.substr(0, space)), std::string(line.substr(space + 1)), where);
+  return merge_of(v, line.substr(0, space), line.substr(space + 1), where);
 }
 
 // Appends <|endoftext|> when the vocabulary lacks it; returns its id.
 int32_t ensure_eot(Vocab& v) {
   auto it = v.id_of.find(kEndOfText);
   if (it != v.id_of.end()) return it->second;
-  v.tokens.push_back({kEndOfText, true});
+  v.tokens.push_back({kEndOfText, true});  // keys and id_of are not used after this
   return static_cast<int32_t>(v.tokens.size() - 1);
 }
 
@@ -273,20 +288,32 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-void write_vocab_and_merges(const BpeTokenizer& tokenizer, const std::string& dir) {
+TokenizerFileTexts tokenizer_file_texts(const BpeTokenizer& tokenizer) {
   // Written by hand in id order: ordered_json's operator[] searches linearly (quadratic here).
   const auto& tokens = tokenizer.tokens();
-  std::string vocab = "{";
-  for (size_t id = 0; id < tokens.size(); ++id) {
-    if (id) vocab += ',';
-    append_json_string(vocab, vocab_key(tokens[id]));
-    vocab += ':' + std::to_string(id);
+  std::vector<std::string> keys(tokens.size());
+  for (size_t id = 0; id < tokens.size(); ++id) keys[id] = vocab_key(tokens[id]);
+  TokenizerFileTexts texts;
+  texts.vocab_json = "{";
+  for (size_t id = 0; id < keys.size(); ++id) {
+    if (id) texts.vocab_json += ',';
+    append_json_string(texts.vocab_json, keys[id]);
+    texts.vocab_json += ':' + std::to_string(id);
   }
-  write_file_atomically(dir + "/vocab.json", vocab + "}\n");
-  std::string merges = "#version: 0.2\n";
+  texts.vocab_json += "}\n";
+  texts.merges_txt = "#version: 0.2\n";
   for (const BpeMerge& m : tokenizer.merges())
-    merges += vocab_key(tokens[m.left]) + " " + vocab_key(tokens[m.right]) + "\n";
-  write_file_atomically(dir + "/merges.txt", merges);
+    texts.merges_txt.append(keys[m.left]).append(" ").append(keys[m.right]).append("\n");
+  return texts;
+}
+
+void write_tokenizer_files(const TokenizerFileTexts& texts, const std::string& dir) {
+  write_file_atomically(dir + "/vocab.json", texts.vocab_json);
+  write_file_atomically(dir + "/merges.txt", texts.merges_txt);
+}
+
+void write_vocab_and_merges(const BpeTokenizer& tokenizer, const std::string& dir) {
+  write_tokenizer_files(tokenizer_file_texts(tokenizer), dir);
 }
 
 }  // namespace spmd

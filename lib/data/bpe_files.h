@@ -14,8 +14,16 @@ BpeTokenizer read_tokenizer_json(const std::string& path);
 // DIR/vocab.json + DIR/merges.txt when both exist, else DIR/tokenizer.json.
 BpeTokenizer read_tokenizer_dir(const std::string& dir);
 
-// Writes dir/vocab.json (ordered by id) and dir/merges.txt in Hugging Face's format, each under a
-// temporary name then renamed. RuntimeError if a write fails.
+// The contents of vocab.json (ordered by id) and merges.txt in Hugging Face's format.
+struct TokenizerFileTexts {
+  std::string vocab_json, merges_txt;
+};
+TokenizerFileTexts tokenizer_file_texts(const BpeTokenizer& tokenizer);
+// Writes dir/vocab.json and dir/merges.txt, each under a temporary name then renamed.
+// RuntimeError if a write fails.
+void write_tokenizer_files(const TokenizerFileTexts& texts, const std::string& dir);
+
+// Both at once: write_tokenizer_files(tokenizer_file_texts(tokenizer), dir).
 void write_vocab_and_merges(const BpeTokenizer& tokenizer, const std::string& dir);
 
 }  // namespace spmd

@@ -3,6 +3,8 @@
 #include "data/prepare_bpe.h"
 
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <memory>
 
 #include "data/bpe_files.h"
@@ -73,11 +75,13 @@ DatasetMeta prepare_bpe(const PrepareOptions& options, const std::vector<std::st
              "the tokenizer has {} ids, more than uint16 tokens hold (train.bin stores uint16)",
              meta.vocab_size);
 
+  // The tokenizer's files are composed while the workers encode, off the serial path.
+  auto texts = std::async(std::launch::async, tokenizer_file_texts, std::cref(*meta.bpe));
   auto sink = make_token_sink(sink_options(options));
   progress.start_pass(trained ? 2 : 1);
   encode_corpus(options, files, progress, meta.bpe->eot_id(), bpe_encoder(meta.bpe), *sink, meta);
   sink->finish(meta);
-  write_vocab_and_merges(*meta.bpe, options.out_dir);
+  write_tokenizer_files(texts.get(), options.out_dir);
   write_meta_file(meta, options.out_dir);
   return meta;
 }
