@@ -109,6 +109,19 @@ int64_t head_bytes(const DeviceShapes& d) {
          + N * kTargetBytes + d.head_weight_copy;
 }
 
+// What the block being backwarded recomputes and holds: the internals remat none keeps.
+int64_t replayed_block_bytes(const DeviceShapes& d, const std::string& remat) {
+  return remat == "none" ? 0 : block_bytes(d, "none") - block_bytes(d, remat);
+}
+
+// The widest op's gradients in and out: attention's probabilities (B, H', T/c, T) unless the
+// fused bf16 kernel keeps none, or the MLP's hidden layer (B, T, 4C').
+int64_t backward_working_set(const DeviceShapes& d) {
+  const int64_t hidden = d.full_tokens() * d.mlp * kFloatBytes;
+  const int64_t probs = d.sdpa_attention ? 0 : d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;
+  return 2 * std::max(hidden, probs);
+}
+
 ActivationParts activation_parts(const DeviceShapes& d, const std::string& remat, int64_t layers, bool first_stage,
                                  bool last_stage) {
   SPMD_ASSERT(remat == "none" || remat == "full" || remat == "selective", "unknown remat policy '{}'", remat);
@@ -133,15 +146,31 @@ std::vector<PipelinePass> step_passes(const PipelineLayout& pipeline, const std:
   return passes;
 }
 
-// The most the activations and the second gradient copy hold together at a pass boundary (a
-// backward frees its activations as it makes gradients, so the worst moments are the boundaries).
-int64_t held_at_worst(const std::vector<PipelinePass>& passes, int64_t per_microbatch, int64_t copies) {
-  int64_t live = 0, most = 0;
+// What a step holds beside the parameters' state, by kind: per_microbatch in flight; `copies` from
+// the first backward on (the gradients' second copy); `per_send` for each backward done of a chunk
+// from `first_sending_chunk` on (a gradient sent back and not yet waited for); `working_set`
+// during a backward.
+struct StepHoldings {
+  int64_t per_microbatch = 0, copies = 0, per_send = 0, working_set = 0;
+  int64_t first_sending_chunk = 0;  // 1 on the first stage: its chunk 0 received no activation
+};
+
+// The most held at once. A backward frees its microbatch's activations as it makes gradients, so
+// the worst moments are a backward's start (with its working set) and the passes' boundaries.
+int64_t held_at_worst(const std::vector<PipelinePass>& passes, const StepHoldings& h) {
+  int64_t live = 0, sends = 0, most = 0;
   bool backward_seen = false;
   for (const auto& p : passes) {
-    live += p.kind == PipelinePass::kForward ? 1 : -1;
-    backward_seen = backward_seen || p.kind == PipelinePass::kBackward;
-    most = std::max(most, live * per_microbatch + (backward_seen ? copies : 0));
+    if (p.kind == PipelinePass::kForward) {
+      ++live;
+    } else {  // its start: the copies and sends of earlier backwards, its own working set
+      most = std::max(most, live * h.per_microbatch + (backward_seen ? h.copies : 0) + sends * h.per_send +
+                                h.working_set);
+      backward_seen = true;
+      --live;
+      if (p.chunk >= h.first_sending_chunk) ++sends;
+    }
+    most = std::max(most, live * h.per_microbatch + (backward_seen ? h.copies : 0) + sends * h.per_send);
   }
   return most;
 }
@@ -224,14 +253,23 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   for (int64_t k = 0; k < pipeline.chunks; ++k)
     layers = std::max(layers, pipeline.chunk_end(stage, k) - pipeline.chunk_begin(stage, k));
   const int64_t local_batch = global_batch / layout.dp_size() / microbatches;
-  e.activation_parts = activation_parts(device_shapes(layout, local_batch), remat, layers, stage == 0,
-                                        stage == pipeline.stages() - 1);
+  const DeviceShapes shapes = device_shapes(layout, local_batch);
+  e.activation_parts = activation_parts(shapes, remat, layers, stage == 0, stage == pipeline.stages() - 1);
   e.activations_per_microbatch = e.activation_parts.total();
   e.microbatches_in_flight = microbatches_in_flight(pipeline, schedule, microbatches, stage);
   e.activations = e.activations_per_microbatch * e.microbatches_in_flight;
-  e.gradient_copies = held_at_worst(step_passes(pipeline, schedule, microbatches, stage), e.activations_per_microbatch,
-                                    bucketed_gradient_bytes(layout, rank)) -
-                      e.activations;
+  // Each term is what it adds at the step's worst moment to those before it.
+  const auto passes = step_passes(pipeline, schedule, microbatches, stage);
+  StepHoldings held{e.activations_per_microbatch, bucketed_gradient_bytes(layout, rank)};
+  e.gradient_copies = held_at_worst(passes, held) - e.activations;
+  held.per_send = pipeline.axis.empty() ? 0 : shapes.stream_bytes();
+  held.first_sending_chunk = stage == 0 ? 1 : 0;
+  e.gradient_sends = held_at_worst(passes, held) - e.activations - e.gradient_copies;
+  held.working_set = backward_working_set(shapes);
+  e.backward_working_set = held_at_worst(passes, held) - e.activations - e.gradient_copies - e.gradient_sends;
+  held.working_set += replayed_block_bytes(shapes, remat);
+  e.recompute = held_at_worst(passes, held) - e.activations - e.gradient_copies - e.gradient_sends -
+                e.backward_working_set;
   e.remat = remat;
   e.sequence_parallel_axes = layout.seq_axes;
   e.sequence_parallel_degree = layout.mesh.axes_size(layout.seq_axes);
@@ -295,6 +333,8 @@ MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t globa
     d.head_weight_copy = d.vocab * d.C * operand;
   }
   e.activation_parts = activation_parts(d, remat, model.n_layer, true, true);
+  e.backward_working_set = backward_working_set(d);
+  e.recompute = replayed_block_bytes(d, remat);
   e.activations_per_microbatch = e.activation_parts.total();
   e.activations = e.activations_per_microbatch;
   e.remat = remat;

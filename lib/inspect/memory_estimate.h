@@ -28,6 +28,16 @@ struct MemoryEstimate {
   // until its gradient sync ends: autograd's .grad beside the sync's bucket buffer. What that second
   // copy adds to the activations' worst moment (0 when the activations peak before any backward).
   int64_t gradient_copies = 0;
+  // Activation gradients sent back to the previous stage: a send keeps its buffer until the step's
+  // end waits for it (Gloo's send has no completion to poll), so at a stage's last backward one
+  // stream per earlier (microbatch, chunk) is still held. 0 on the first stage and without stages.
+  int64_t gradient_sends = 0;
+  // A backward's own working set beyond what it has freed: the gradients entering and leaving its
+  // widest op (attention's probabilities, or the MLP's hidden layer), fp32.
+  int64_t backward_working_set = 0;
+  // runtime.remat full or selective: what the block being backwarded recomputes, held through its
+  // backward (its internals that runtime.remat none would have kept).
+  int64_t recompute = 0;
   int64_t activations = 0;   // saved for backward: activations_per_microbatch x microbatches_in_flight
   int64_t activations_per_microbatch = 0;  // one microbatch through this device's blocks (one chunk's when interleaved)
   int64_t microbatches_in_flight = 1;      // forwarded, not yet backwarded, at the worst moment
@@ -37,7 +47,10 @@ struct MemoryEstimate {
   int64_t sequence_parallel_degree = 1;             // positions of the stream held: T / this
   std::vector<std::string> context_parallel_axes;   // every activation's head-tail split (empty: none)
   int64_t context_parallel_degree = 1;              // positions of every activation held: T / this
-  int64_t total() const { return params + grads + optimizer + fsdp_gathered + gradient_copies + activations; }
+  int64_t total() const {
+    return params + grads + optimizer + fsdp_gathered + gradient_copies + gradient_sends + backward_working_set +
+           recompute + activations;
+  }
 };
 
 // The most microbatches whose activations `stage` holds at once: max_in_flight of its passes

@@ -24,6 +24,12 @@ std::string remedy(const std::string& term, const Config& config, const MemoryEs
     return fmt::format("{}", fmt::join(ways, ", "));
   }
   if (term == "FSDP working set") return "fewer FSDP-sharded dims or runtime.fsdp_prefetch: false";
+  if (term == "gradients sent back")
+    return fmt::format("fewer train.microbatches (now {}) or a smaller data.batch_size", config.train.microbatches);
+  if (term == "recomputed block")
+    return "a smaller data.batch_size or more train.microbatches (runtime.remat: none keeps it for every block)";
+  if (term == "backward working set")
+    return "a smaller data.batch_size, more train.microbatches, or tensor parallelism (heads, mlp on a model axis)";
   if (term == "optimizer state") return "FSDP (map embed to the batch's mesh axis) shards AdamW's m and v";
   return "FSDP (map embed to the batch's mesh axis) or tensor parallelism (heads, mlp, vocab on a model axis)";
 }
@@ -53,6 +59,9 @@ std::string dominant_term(const MemoryEstimate& e) {
                                                    {"optimizer state", e.optimizer},
                                                    {"FSDP working set", e.fsdp_gathered},
                                                    {"gradients in sync", e.gradient_copies},
+                                                   {"gradients sent back", e.gradient_sends},
+                                                   {"backward working set", e.backward_working_set},
+                                                   {"recomputed block", e.recompute},
                                                    {"activations", e.activations}};
   const auto* best = &terms[0];
   for (const auto& t : terms)

@@ -131,6 +131,7 @@ nlohmann::json pipeline_json(const Config& config, const ModelLayout& layout) {
                     {"activation_bytes_per_microbatch", e.activations_per_microbatch},
                     {"microbatches_in_flight", e.microbatches_in_flight},
                     {"activation_bytes", e.activations},
+                    {"gradient_send_bytes", e.gradient_sends},
                     {"total_bytes", e.total()}});
     if (shape.chunks == 1) list.back()["layers"] = list.back()["chunks"][0];
   }

@@ -33,6 +33,8 @@ nlohmann::json memory_json(const MemoryEstimate& e) {
   const ActivationParts& a = e.activation_parts;
   return {{"params", e.params}, {"grads", e.grads}, {"optimizer", e.optimizer},
           {"fsdp_gathered", e.fsdp_gathered}, {"gradient_copies", e.gradient_copies},
+          {"gradient_sends", e.gradient_sends}, {"backward_working_set", e.backward_working_set},
+          {"recompute", e.recompute},
           {"activations", e.activations},
           {"activations_per_microbatch", e.activations_per_microbatch},
           {"microbatches_in_flight", e.microbatches_in_flight}, {"total", e.total()},
@@ -112,6 +114,9 @@ std::string memory_text(const Config& config, const ModelLayout& layout, std::op
   line("AdamW state (m, v)", sharded.optimizer, single.optimizer);
   line("FSDP working set (one layer)", sharded.fsdp_gathered, single.fsdp_gathered);
   line("gradients in sync (a second copy)", sharded.gradient_copies, single.gradient_copies);
+  line("gradients sent to the previous stage", sharded.gradient_sends, single.gradient_sends);
+  line("backward working set (widest op)", sharded.backward_working_set, single.backward_working_set);
+  line("block recomputed in backward (remat)", sharded.recompute, single.recompute);
   line(activations_label(sharded), sharded.activations, single.activations);
   line("total", sharded.total(), single.total());
   const auto& m = config.model;

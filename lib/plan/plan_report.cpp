@@ -63,7 +63,9 @@ nlohmann::json plans_json(const std::vector<RankedPlan>& plans, size_t top, cons
                             {"memory", {{"params", p.memory.params}, {"grads", p.memory.grads},
                                         {"optimizer", p.memory.optimizer}, {"fsdp_gathered", p.memory.fsdp_gathered},
                                         {"gradient_copies", p.memory.gradient_copies},
-                                        {"activations", p.memory.activations}, {"recompute", p.recompute_bytes}}},
+                                        {"gradient_sends", p.memory.gradient_sends},
+                                        {"backward_working_set", p.memory.backward_working_set},
+                                        {"activations", p.memory.activations}, {"recompute", p.memory.recompute}}},
                             {"step_s", p.cost.total_s}, {"tokens_per_s", p.tokens_per_s()}, {"cost", cost},
                             {"yaml", to_yaml(p.config)}});
   }

@@ -15,19 +15,11 @@ double RankedPlan::tokens_per_s() const {
 }
 
 namespace {
-int64_t recompute_bytes(const Config& config, const ModelLayout& layout, int64_t stage, const MemoryEstimate& kept) {
-  if (config.runtime.remat == "none") return 0;
-  const MemoryEstimate plain = estimate_memory(layout, config.data.batch_size, config.train.microbatches,
-                                               first_rank_of_stage(layout, stage), config.runtime.pipeline_schedule, "none");
-  return plain.activation_parts.per_block - kept.activation_parts.per_block;
-}
-
 RankedPlan evaluate(PlanCandidate candidate, const MachineRates& rates) {
   const std::vector<MemoryEstimate> stages = estimate_stages(candidate.layout, candidate.config);
   const int64_t fullest = fullest_stage(stages);
   RankedPlan plan{candidate.choice, std::move(candidate.config), std::move(candidate.layout),
-                  stages[static_cast<size_t>(fullest)], 0, {}};
-  plan.recompute_bytes = recompute_bytes(plan.config, plan.layout, fullest, plan.memory);
+                  stages[static_cast<size_t>(fullest)], {}};
   plan.cost = predict_step(plan.config, plan.layout, stages, rates);
   return plan;
 }

@@ -17,12 +17,9 @@ struct RankedPlan {
   PlanChoice choice;
   Config config;        // runs unchanged under spmd-train (to_yaml(config) is --emit's text)
   ModelLayout layout;
-  MemoryEstimate memory;  // the fullest stage's
-  // With runtime.remat: one block's replayed internals, alive while that block's backward runs
-  // (on top of what the estimate keeps between forward and backward).
-  int64_t recompute_bytes = 0;
+  MemoryEstimate memory;  // the fullest stage's (with runtime.remat, the replayed block included)
   StepCost cost;
-  int64_t footprint() const { return memory.total() + recompute_bytes; }  // the budget's measure
+  int64_t footprint() const { return memory.total(); }  // the budget's measure
   double tokens_per_s() const;
 };
 

@@ -62,12 +62,15 @@ void report_memory(TrainState& state, int64_t graph_bytes, nlohmann::json& summa
   summary["peak_tensor_bytes"] = most[0].item<double>();
   summary["graph_bytes"] = most[1].item<double>();
   const auto& layout = state.model->layout();
-  std::vector<double> per_stage(static_cast<size_t>(layout.pipeline.stages()), 0.0);
+  std::vector<double> peak_per_stage(static_cast<size_t>(layout.pipeline.stages()), 0.0);
+  std::vector<double> graph_per_stage = peak_per_stage;
   for (int64_t r = 0; r < all.size(0); ++r) {
-    double& stage = per_stage[static_cast<size_t>(layout.stage_of(r))];
-    stage = std::max(stage, all[r][1].item<double>());
+    const auto stage = static_cast<size_t>(layout.stage_of(r));
+    peak_per_stage[stage] = std::max(peak_per_stage[stage], all[r][0].item<double>());
+    graph_per_stage[stage] = std::max(graph_per_stage[stage], all[r][1].item<double>());
   }
-  summary["graph_bytes_per_stage"] = per_stage;
+  summary["peak_tensor_bytes_per_stage"] = peak_per_stage;
+  summary["graph_bytes_per_stage"] = graph_per_stage;
   if (state.rank() == 0)
     fmt::print("tensor memory per rank (max): peak {:.1f} MiB, held for backward {:.1f} MiB\n",
                most[0].item<double>() / (1 << 20), most[1].item<double>() / (1 << 20));
