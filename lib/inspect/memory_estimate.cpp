@@ -260,16 +260,22 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   e.activations = e.activations_per_microbatch * e.microbatches_in_flight;
   // Each term is what it adds at the step's worst moment to those before it.
   const auto passes = step_passes(pipeline, schedule, microbatches, stage);
-  StepHoldings held{e.activations_per_microbatch, bucketed_gradient_bytes(layout, rank)};
-  e.gradient_copies = held_at_worst(passes, held) - e.activations;
+  StepHoldings held{e.activations_per_microbatch};
+  int64_t worst = e.activations;
+  auto added = [&] {
+    const int64_t before = worst;
+    worst = held_at_worst(passes, held);
+    return worst - before;
+  };
+  held.copies = bucketed_gradient_bytes(layout, rank);
+  e.gradient_copies = added();
   held.per_send = pipeline.axis.empty() ? 0 : shapes.stream_bytes();
   held.first_sending_chunk = stage == 0 ? 1 : 0;
-  e.gradient_sends = held_at_worst(passes, held) - e.activations - e.gradient_copies;
+  e.gradient_sends = added();
   held.working_set = backward_working_set(shapes);
-  e.backward_working_set = held_at_worst(passes, held) - e.activations - e.gradient_copies - e.gradient_sends;
+  e.backward_working_set = added();
   held.working_set += replayed_block_bytes(shapes, remat);
-  e.recompute = held_at_worst(passes, held) - e.activations - e.gradient_copies - e.gradient_sends -
-                e.backward_working_set;
+  e.recompute = added();
   e.remat = remat;
   e.sequence_parallel_axes = layout.seq_axes;
   e.sequence_parallel_degree = layout.mesh.axes_size(layout.seq_axes);
