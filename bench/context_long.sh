@@ -5,6 +5,8 @@
 #   cp1  [1] context: one process with a context rule (one device: plain fused attention, no gather)
 #   cp2  [2] context: each rank 1024 head-tail positions of every row, K/V all-gathered per block
 #   cp4  [4] context: each rank 512 positions
+#   ring2, ring4  cp2, cp4 with runtime.context_exchange: ring (keys and values sent around the
+#        ring, only the visible blocks computed, no (T/cp, T) probabilities kept)
 # For each: spmd-inspect's activations per rank, and from bench_train (threads per rank 1) the
 # activations measured per rank (the bytes the autograd graphs held between forward and backward:
 # graph_bytes_max_over_ranks), the peak of live tensors per rank (the caching allocator's, which
@@ -27,11 +29,12 @@ trap 'rm -rf "$work"' EXIT
 lscpu | grep -E '^Model name' || true
 echo "load average before: $(cat /proc/loadavg)"
 others="[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]"
-variants="one cp1 cp2 cp4"
+variants="one cp1 cp2 ring2 cp4 ring4"
 args() {  # the variant's mesh and rules
   case $1 in
     one) echo "--set mesh.shape=[1] --set mesh.axes=[data]" ;;
     cp*) echo "--set mesh.shape=[${1#cp}] --set mesh.axes=[context]" ;;
+    ring*) echo "--set mesh.shape=[${1#ring}] --set mesh.axes=[context] --set runtime.context_exchange=ring" ;;
   esac
 }
 rules() { [ "$1" = one ] && echo "[[batch, data], [seq, null], $others]" || echo "[[batch, null], [seq, context], $others]"; }
@@ -55,7 +58,8 @@ import json, statistics, sys
 work, rounds, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 mib = lambda b: b / 2**20
 names = {"one": "`[1]` one process, no context rule (fused attention)", "cp1": "`[1]` context, cp 1",
-         "cp2": "`[2]` context, cp 2", "cp4": "`[4]` context, cp 4"}
+         "cp2": "`[2]` context, cp 2", "cp4": "`[4]` context, cp 4",
+         "ring2": "`[2]` context, cp 2, ring", "ring4": "`[4]` context, cp 4, ring"}
 print("| mesh | activations per rank, spmd-inspect (MiB) | measured: held for backward (MiB) "
       "| measured: peak live tensors (MiB) | median step per round (ms) | median (ms) | tokens/s "
       "| CPU share per round | load per round |")

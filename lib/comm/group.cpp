@@ -160,6 +160,18 @@ void Group::receive(at::Tensor& tensor, int peer, int tag) const {
   wait("receive", backend_->recv(tensors, peer, tag));
 }
 
+PendingCollective Group::receive_async(at::Tensor& tensor, int peer, int tag) const {
+  SPMD_ASSERT(peer != rank_ && peer >= 0 && peer < size_ && tensor.is_contiguous(),
+              "receive from member {} of group '{}' ({} ranks) at {}", peer, name_, size_, rank_);
+  PendingCollective pending;
+  pending.keep_alive_ = tensor;
+  std::vector<at::Tensor> tensors{tensor};
+  pending.group_ = this;
+  pending.what_ = "receive";
+  pending.work_ = backend_->recv(tensors, peer, tag);
+  return pending;
+}
+
 void Group::barrier() const {
   if (size_ == 1) return;
   wait("barrier", backend_->barrier());

@@ -87,6 +87,8 @@ class Group {
   // blocks, bounded by the group's timeout, and fills a contiguous tensor of the sent shape.
   PendingCollective send_async(const at::Tensor& tensor, int peer, int tag) const;
   void receive(at::Tensor& tensor, int peer, int tag) const;
+  // A receive into `tensor` (contiguous, the sent shape) that completes at the returned wait().
+  PendingCollective receive_async(at::Tensor& tensor, int peer, int tag) const;
   // Tears the backend down before exit (NCCL wants it; a no-op for Gloo and groups of one):
   // gracefully, or aborting in-flight work when `abort` (an error is unwinding; a peer may be gone).
   void close(bool abort) const;

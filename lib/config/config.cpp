@@ -143,6 +143,8 @@ const Section<RuntimeConfig>& runtime_section() {
       at_least("virtual_stages", &R::virtual_stages, 1)
           .emitted_if([](const R& rt) { return rt.virtual_stages != 1; }),
       choice("remat", &R::remat, {"none", "full", "selective"}),
+      choice("context_exchange", &R::context_exchange, {"all_gather", "ring"})
+          .emitted_if([](const R& rt) { return rt.context_exchange != "all_gather"; }),
       checked("pipeline_layers", &R::pipeline_layers, all_positive,
               "expected a list of positive block counts, one per pipeline stage")
           .emitted_if([](const R& rt) { return !rt.pipeline_layers.empty(); }),

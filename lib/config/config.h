@@ -91,6 +91,10 @@ struct RuntimeConfig {
   // Activation recomputation: none | full (keep each block's input, recompute the block in
   // backward) | selective (recompute the attention core, keep the matmul outputs).
   std::string remat = "none";
+  // Context parallelism's exchange of keys and values: all_gather (each block gathers the whole
+  // sequence's) | ring (they travel around the context axes; only the blocks the causal mask
+  // leaves visible are computed, and no (T/cp, T) probabilities are kept).
+  std::string context_exchange = "all_gather";
 };
 
 struct Config {

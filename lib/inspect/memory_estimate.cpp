@@ -62,6 +62,8 @@ struct DeviceShapes {
   // bf16 operands without dropout: libtorch's fused attention (SDPA) on bf16 q, k, v keeps them,
   // its output and the log-sum-exp, no (T, T) probabilities (kernels::causal_attention).
   bool sdpa_attention = false;
+  // Context parallelism by ring attention: it keeps its output and log-sum-exp, no probabilities.
+  bool ring_attention = false;
   int64_t full_tokens() const { return B * T / context_split; }
   int64_t stream_tokens() const { return full_tokens() / seq_split; }
   int64_t stream_bytes() const { return stream_tokens() * C * kFloatBytes; }  // one (B, T', C) fp32
@@ -90,11 +92,14 @@ int64_t block_bytes(const DeviceShapes& d, const std::string& remat) {
     return bytes + N * 4 * d.heads * d.head_dim * 2 + d.B * d.heads * d.T * kFloatBytes;
   }
   bytes += N * 3 * d.heads * d.head_dim * kFloatBytes;  // qkv: attention's (or its recomputation's) input
-  if (remat == "none") bytes += probs;
+  if (remat == "none" && !d.ring_attention) bytes += probs;
   // Under context parallelism selective recomputation draws the attention mask in the replay.
   const bool mask_kept = remat == "none" || d.context_split == 1;
   if (d.dropout) bytes += (mask_kept ? probs : 0) + 2 * d.stream_bytes();  // attention mask; the two residual masks
-  if (d.context_split > 1 && remat == "none") {
+  if (d.ring_attention && remat == "none") {
+    // The output in head-major order, and its log-sum-exp per (row, head, position).
+    bytes += N * d.heads * d.head_dim * kFloatBytes + d.B * d.heads * (d.T / d.context_split) * kFloatBytes;
+  } else if (d.context_split > 1 && remat == "none") {
     bytes += d.B * d.T * 2 * d.heads * d.head_dim * kFloatBytes;  // the gathered keys and values
     if (d.dropout) bytes += probs;                                // the dropped probabilities
   }
@@ -118,7 +123,11 @@ int64_t replayed_block_bytes(const DeviceShapes& d, const std::string& remat) {
 // fused bf16 kernel keeps none, or the MLP's hidden layer (B, T, 4C').
 int64_t backward_working_set(const DeviceShapes& d) {
   const int64_t hidden = d.full_tokens() * d.mlp * kFloatBytes;
-  const int64_t probs = d.sdpa_attention ? 0 : d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;
+  // Ring attention's backward: one block's probabilities and their gradients, (B, H', c, c) each.
+  const int64_t chunk = d.T / (2 * d.context_split);
+  const int64_t probs = d.sdpa_attention   ? 0
+                        : d.ring_attention ? 2 * d.B * d.heads * chunk * chunk * kFloatBytes
+                                           : d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;
   return 2 * std::max(hidden, probs);
 }
 
@@ -208,6 +217,7 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.context_split = layout.cp_size();
   d.dropout = m.dropout > 0;
   d.sdpa_attention = m.matmul_dtype == "bfloat16" && !d.dropout && d.context_split == 1;
+  d.ring_attention = d.context_split > 1 && layout.context_exchange == "ring";
   // A dense layer keeps its input in the operand dtype (and a bf16 copy of its weight), except an
   // FSDP layer, which keeps its fp32 input and gathers the weight again in backward.
   const int64_t operand = operand_bytes(m.matmul_dtype);
@@ -281,6 +291,7 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   e.sequence_parallel_degree = layout.mesh.axes_size(layout.seq_axes);
   e.context_parallel_axes = layout.context_axes;
   e.context_parallel_degree = layout.cp_size();
+  e.context_exchange = layout.context_exchange;
   return e;
 }
 

@@ -47,6 +47,7 @@ struct MemoryEstimate {
   int64_t sequence_parallel_degree = 1;             // positions of the stream held: T / this
   std::vector<std::string> context_parallel_axes;   // every activation's head-tail split (empty: none)
   int64_t context_parallel_degree = 1;              // positions of every activation held: T / this
+  std::string context_exchange = "all_gather";      // attention's keys and values: all_gather | ring
   int64_t total() const {
     return params + grads + optimizer + fsdp_gathered + gradient_copies + gradient_sends + backward_working_set +
            recompute + activations;

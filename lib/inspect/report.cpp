@@ -44,6 +44,7 @@ nlohmann::json memory_json(const MemoryEstimate& e) {
           {"sequence_parallel_degree", e.sequence_parallel_degree},
           {"context_parallel_axes", e.context_parallel_axes},
           {"context_parallel_degree", e.context_parallel_degree},
+          {"context_exchange", e.context_exchange},
           {"activation_parts_per_microbatch",
            {{"stage_input", a.stage_input}, {"per_block", a.per_block}, {"blocks", a.blocks}, {"head", a.head}}}};
 }
@@ -56,8 +57,8 @@ std::string activations_label(const MemoryEstimate& e) {
     notes.push_back(fmt::format("sequence parallel over {}, T/{}", fmt::join(e.sequence_parallel_axes, "x"),
                                 e.sequence_parallel_degree));
   if (!e.context_parallel_axes.empty())
-    notes.push_back(fmt::format("context parallel over {}, T/{}", fmt::join(e.context_parallel_axes, "x"),
-                                e.context_parallel_degree));
+    notes.push_back(fmt::format("context parallel over {}, T/{}{}", fmt::join(e.context_parallel_axes, "x"),
+                                e.context_parallel_degree, e.context_exchange == "ring" ? ", ring" : ""));
   if (e.microbatches_in_flight > 1) notes.push_back(fmt::format("{} microbatches", e.microbatches_in_flight));
   std::string label = "activations saved for backward";
   return notes.empty() ? label : fmt::format("{} ({})", label, fmt::join(notes, "; "));

@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 #include "parallel/counter_rng.h"
 #include "parallel/fsdp_ops.h"
+#include "parallel/ring_attention.h"
 #include "parallel/vocab_parallel_loss.h"
 #include "util/error.h"
 
@@ -190,11 +191,14 @@ at::Tensor ParallelOps::context_attention(const at::Tensor& qkv, const std::stri
   // position in order: the rows of the one-process (B, H, T, T) mask at those positions.
   static const std::vector<std::string> kProbs{"batch", "heads", "seq", ""};
   const ContextSplit split = context_split();
-  const at::Tensor kv = gather_context_sequence(qkv.narrow(2, 1, 2), group(model_.layout().context_axes), split);
-  const int64_t B = qkv.size(0), T_local = qkv.size(1), H = qkv.size(3), T = kv.size(1);
+  const Group& context = group(model_.layout().context_axes);
+  const int64_t B = qkv.size(0), T_local = qkv.size(1), H = qkv.size(3), T = T_local * split.size;
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0)
     mask = dropout(at::ones({B, H, T_local, T}, qkv.options()), dropout_site, kProbs);
+  if (model_.layout().context_exchange == "ring")
+    return ring_attention(qkv.select(2, 0), qkv.select(2, 1), qkv.select(2, 2), mask, context, split);
+  const at::Tensor kv = gather_context_sequence(qkv.narrow(2, 1, 2), context, split);
   const at::Tensor positions = context_positions(T_local, split, qkv.device());
   return kernels::attention_at_positions(qkv.select(2, 0), kv.select(2, 0), kv.select(2, 1), positions, mask);
 }

@@ -64,7 +64,8 @@ class ParallelOps : public ModelOps {
   // are the sequence in order: plain (fused) attention, no K/V gather.
   bool context_parallel() const { return !decoding_ && model_.layout().cp_size() > 1; }
   ContextSplit context_split() const;
-  // Attention of this rank's queries over every member's keys and values (all-gathered).
+  // Attention of this rank's queries over every member's keys and values: all-gathered, or sent
+  // around the ring (runtime.context_exchange).
   at::Tensor context_attention(const at::Tensor& qkv, const std::string& dropout_site);
   // dropout()'s multipliers for x's block; under context parallelism dim `seq_dim` holds two chunks.
   at::Tensor dropout_multipliers(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical);

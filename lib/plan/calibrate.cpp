@@ -43,15 +43,28 @@ double world_mean(const Communicator& comm, double x) {
   return t.item<double>() / static_cast<double>(comm.mesh().size());
 }
 
-// The model's MLP up-projection on one device's share of a step's rows (at least 64).
-double matmul_rate(const Config& config, const Communicator& comm) {
+// The model's MLP up-projection on one device's share of a step's rows (at least 64): its rate
+// with every device busy, and how much faster rank 0 runs it while the others wait at a barrier
+// (ranks sharing CPU cores: an idle rank's core goes to the busy ones).
+struct MatmulRates {
+  double flops_per_s = 0, lone_speedup = 1;
+};
+
+MatmulRates matmul_rates(const Config& config, const Communicator& comm) {
   const int64_t C = config.model.n_embd;
   const int64_t rows = std::max<int64_t>(64, config.data.batch_size * config.model.block_size / comm.mesh().size());
   const at::Tensor a = at::randn({rows, C}), b = at::randn({C, 4 * C});
   at::Tensor out = at::empty({rows, 4 * C});
+  const auto multiply = [&] { at::mm_out(out, a, b); };
   comm.control().barrier();
-  const double s = median_seconds([&] { at::mm_out(out, a, b); });
-  return world_mean(comm, 2.0 * static_cast<double>(rows * C * 4 * C) / s);
+  const double busy_s = median_seconds(multiply);
+  const double flops = 2.0 * static_cast<double>(rows * C * 4 * C);
+  comm.control().barrier();
+  const double lone_s = comm.rank() == 0 ? median_seconds(multiply) : 0;
+  comm.control().barrier();
+  const double speedup = comm.rank() == 0 ? busy_s / lone_s : 0;
+  return {world_mean(comm, flops / busy_s),
+          std::max(1.0, world_mean(comm, speedup) * static_cast<double>(comm.mesh().size()))};
 }
 
 double memory_rate(const Communicator& comm) {
@@ -98,7 +111,9 @@ int calibrate_worker(const Config& config, const RendezvousInfo& rendezvous, con
   Communicator comm(rendezvous, mesh, resolve_runtime(config.runtime));
   MachineRates rates;
   rates.devices = options.devices;
-  rates.matmul_flops_per_s = matmul_rate(config, comm);
+  const MatmulRates matmul = matmul_rates(config, comm);
+  rates.matmul_flops_per_s = matmul.flops_per_s;
+  rates.lone_speedup = matmul.lone_speedup;
   rates.memory_bytes_per_s = memory_rate(comm);
   for (size_t k = mesh.axes().size(); k-- > 0;) {
     std::vector<std::string> axes(mesh.axes().begin() + static_cast<int64_t>(k), mesh.axes().end());
@@ -111,8 +126,10 @@ int calibrate_worker(const Config& config, const RendezvousInfo& rendezvous, con
     j["measured_with"] = {{"backend", comm.runtime().backend}, {"device", comm.device().str()},
                           {"threads_per_rank", at::get_num_threads()}, {"config", config.source_path}};
     write_file_durably(options.rates_path, j.dump(2) + "\n");
-    fmt::print("wrote the rates of {} devices to {}: matmul {:.3g} TFLOP/s and memory {:.3g} GB/s per device\n",
-               options.devices, options.rates_path, rates.matmul_flops_per_s / 1e12, rates.memory_bytes_per_s / 1e9);
+    fmt::print("wrote the rates of {} devices to {}: matmul {:.3g} TFLOP/s ({:.2g}x alone) and memory {:.3g} GB/s "
+               "per device\n",
+               options.devices, options.rates_path, rates.matmul_flops_per_s / 1e12, rates.lone_speedup,
+               rates.memory_bytes_per_s / 1e9);
   }
   return 0;
 }

@@ -80,12 +80,13 @@ MachineRates read_machine_rates(const std::string& path) {
       r.group_sizes[n] = read_link(link, "group_sizes." + size + ".", path);
     }
   if (j.contains("devices") && j["devices"].is_number_integer()) r.devices = j["devices"].get<int64_t>();
+  if (j.contains("lone_speedup")) r.lone_speedup = std::max(1.0, positive(j, "lone_speedup", "", path));
   return r;
 }
 
 nlohmann::json machine_rates_json(const MachineRates& r) {
   nlohmann::json j{{"matmul_TFLOPs", r.matmul_flops_per_s / 1e12}, {"memory_GBps", r.memory_bytes_per_s / 1e9},
-                   {"devices", r.devices}};
+                   {"devices", r.devices}, {"lone_speedup", r.lone_speedup}};
   for (const auto& [name, link] : r.axes) j["axes"][name] = link_json(link);
   for (const auto& [n, link] : r.group_sizes) j["group_sizes"][std::to_string(n)] = link_json(link);
   return j;

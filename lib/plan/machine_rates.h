@@ -26,6 +26,9 @@ struct MachineRates {
   std::map<std::string, LinkRate> axes;
   std::map<int64_t, LinkRate> group_sizes;
   int64_t devices = 0;            // the device count it was measured with (0: written by hand)
+  // How much faster one device multiplies while the others idle: about devices / cores where CPU
+  // ranks share cores (a rank idle in a pipeline's bubble lends its core), 1 on accelerators.
+  double lone_speedup = 1;
   std::string source;             // the file it came from, for messages
 
   // The link a group over `axes` of `group_size` devices uses: the slowest named axis if the

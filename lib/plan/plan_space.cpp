@@ -43,15 +43,19 @@ std::vector<PlanChoice> variants(const PlanChoice& mesh) {
   std::vector<PlanChoice> out;
   const std::vector<std::string> schedules = mesh.stage > 1 ? std::vector<std::string>{"1f1b", "gpipe", "interleaved"}
                                                             : std::vector<std::string>{"1f1b"};
+  const std::vector<std::string> exchanges = mesh.context > 1 ? std::vector<std::string>{"all_gather", "ring"}
+                                                               : std::vector<std::string>{"all_gather"};
   for (bool sp : mesh.model > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
     for (int64_t m : microbatch_counts(mesh))
       for (const auto& schedule : schedules)
-        for (const char* remat : {"none", "selective", "full"}) {
-          PlanChoice c = mesh;
-          c.sequence_parallel = sp, c.microbatches = m, c.schedule = schedule, c.remat = remat;
-          c.virtual_stages = schedule == "interleaved" ? 2 : 1;  // n_layer must split into p * 2 chunks
-          out.push_back(c);
-        }
+        for (const char* remat : {"none", "selective", "full"})
+          for (const auto& exchange : exchanges) {
+            PlanChoice c = mesh;
+            c.sequence_parallel = sp, c.microbatches = m, c.schedule = schedule, c.remat = remat;
+            c.virtual_stages = schedule == "interleaved" ? 2 : 1;  // n_layer must split into p * 2 chunks
+            c.context_exchange = exchange;
+            out.push_back(c);
+          }
   return out;
 }
 
@@ -63,7 +67,7 @@ std::string describe_choice(const PlanChoice& c) {
   auto add = [&](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
   if (c.data > 1) add(fmt::format("DP{}", c.data));
   if (c.fsdp > 1) add(fmt::format("FSDP{}", c.fsdp));
-  if (c.context > 1) add(fmt::format("CP{}", c.context));
+  if (c.context > 1) add(fmt::format("CP{}{}", c.context, c.context_exchange == "ring" ? "-ring" : ""));
   if (c.model > 1) add(fmt::format("TP{}{}", c.model, c.sequence_parallel ? "+SP" : ""));
   if (c.stage > 1)
     add(c.virtual_stages > 1 ? fmt::format("PP{} {}:{}", c.stage, c.schedule, c.virtual_stages)
@@ -97,6 +101,7 @@ Config plan_config(const Config& base, const PlanChoice& c) {
   config.runtime.virtual_stages = c.virtual_stages;
   config.runtime.pipeline_layers.clear();
   config.runtime.remat = c.remat;
+  config.runtime.context_exchange = c.context_exchange;
   config.resolved_yaml = to_yaml(config);
   return config;
 }

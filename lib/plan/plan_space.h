@@ -21,6 +21,7 @@ struct PlanChoice {
   std::string schedule = "1f1b";                      // with stages only: 1f1b | gpipe | interleaved
   int64_t virtual_stages = 1;                         // chunks per stage (interleaved: 2)
   std::string remat = "none";                         // none | selective | full
+  std::string context_exchange = "all_gather";        // with a context axis: all_gather | ring
 };
 
 // "DP2 FSDP2 CP2 TP2 PP2 1f1b M4 remat:full": what is sharded, in words short enough for a table.

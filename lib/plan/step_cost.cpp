@@ -47,6 +47,8 @@ struct StageShape {
   double tokens = 0;  // one microbatch's tokens on one device
   int64_t tp_heads = 1, tp_mlp = 1, tp_vocab = 1;
   double vocab = 0, C = 0, T = 0;
+  int64_t cp = 1;
+  bool ring = false;  // ring attention: only the visible blocks, (2cp + 1) of 4cp, are computed
 };
 
 StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t stage) {
@@ -66,6 +68,8 @@ StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t 
   s.tp_vocab = layout.mesh.axes_size(layout.param("wte").tp_axes[0]);
   s.vocab = static_cast<double>(layout.padded_vocab), s.C = static_cast<double>(m.n_embd);
   s.T = static_cast<double>(m.block_size);
+  s.cp = layout.cp_size();
+  s.ring = s.cp > 1 && layout.context_exchange == "ring";
   return s;
 }
 
@@ -74,11 +78,16 @@ double microbatch_flops(const StageShape& s, const std::string& remat) {
   const double attn_dense = 8 * s.C * s.C / static_cast<double>(s.tp_heads);
   const double attn_core = 4 * s.T * s.C / static_cast<double>(s.tp_heads);
   const double mlp = 16 * s.C * s.C / static_cast<double>(s.tp_mlp);
-  const double block = s.tokens * (attn_dense + attn_core + mlp);
+  // Ring attention computes the visible (chunk x chunk) blocks only, and its backward replays
+  // their scores: 5 block products for the forward's 2, where autograd's backward takes 4.
+  const double visible = s.ring ? static_cast<double>(2 * s.cp + 1) / static_cast<double>(4 * s.cp) : 1.0;
+  const double core_passes = s.ring ? 3.5 : 3;
+  const double layers = static_cast<double>(s.layers);
   const double head = s.last ? s.tokens * 2 * s.C * s.vocab / static_cast<double>(s.tp_vocab) : 0;
-  double flops = 3 * (static_cast<double>(s.layers) * block + head);
-  if (remat == "full") flops += static_cast<double>(s.layers) * block;
-  if (remat == "selective") flops += static_cast<double>(s.layers) * s.tokens * attn_core;
+  const double dense = s.tokens * (attn_dense + mlp), core = s.tokens * attn_core * visible;
+  double flops = 3 * (layers * dense + head) + core_passes * layers * core;
+  if (remat == "full") flops += layers * (dense + core);
+  if (remat == "selective") flops += layers * core;
   return flops;
 }
 
@@ -103,14 +112,21 @@ double tensor_parallel_s(const Config& config, const ModelLayout& layout, const 
 // Context parallelism, one microbatch: per block the keys and values of the rank's heads,
 // (b, T, 2C) over the heads' share, all-gathered over the context axes forward (again in a
 // replay: full remat replays the block, selective the gather with the attention), and their
-// gradients reduce-scattered backward.
+// gradients reduce-scattered backward; or, by ring, sent member to member (a point-to-point link
+// at the axis's rate).
 double context_parallel_s(const Config& config, const ModelLayout& layout, const StageShape& s, const MachineRates& r) {
   const int64_t n = layout.cp_size();
   if (n == 1) return 0;
   const LinkRate link = r.link(layout.context_axes, n);
   const double kv = s.tokens * static_cast<double>(n) * 2 * s.C / static_cast<double>(s.tp_heads) * kFloatBytes;
-  const double collectives = config.runtime.remat == "none" ? 2 : 3;
-  return static_cast<double>(s.layers) * collectives * ring_gather(link, kv, n);
+  const double replays = config.runtime.remat == "none" ? 0 : 1;
+  if (s.ring) {
+    // Forward (and a replay) n - 1 shifts of a member's keys and values; backward n - 1 more, and
+    // n shifts of their gradients.
+    const double shift = link.latency_s + kv / static_cast<double>(n) / link.bytes_per_s;
+    return static_cast<double>(s.layers) * ((1 + replays) * static_cast<double>(n - 1) + static_cast<double>(2 * n - 1)) * shift;
+  }
+  return static_cast<double>(s.layers) * (2 + replays) * ring_gather(link, kv, n);
 }
 
 // FSDP, one microbatch: each sharded weight gathered for forward and again for backward, its
@@ -201,7 +217,10 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   if (p2p > 0) cost.comm_s[fmt::format("stage send/receive ({})", layout.pipeline.axis)] = M * p2p;
   const double slots = pipeline_fill_slots(config.runtime.pipeline_schedule, layout.pipeline.stages(), config.train.microbatches,
                                           config.runtime.virtual_stages);
-  cost.bubble_s = (slots - M) * per_microbatch;
+  // The step is as long as the schedule's critical path (its slots, each as fast as a device
+  // computing alone: idle peers lend it their shared cores) or its work (M slots with every device
+  // busy), whichever is longer; on a device per rank that is (slots - M) idle slots.
+  cost.bubble_s = std::max(0.0, slots * per_microbatch / r.lone_speedup - M * per_microbatch);
   step_collectives(config, layout, rank, r, cost);
   cost.total_s = cost.compute_s + cost.memory_s + cost.comm_total() + cost.bubble_s;
   return cost;

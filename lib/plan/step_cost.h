@@ -4,7 +4,7 @@
 //   memory    the elementwise traffic (activations written, read back, their gradients; the AdamW
 //             update) / the measured memory rate
 //   comm      per mesh axis, bytes per collective through the axis's latency and bandwidth
-//   bubble    the pipeline's idle slots under its schedule
+//   bubble    the pipeline's idle slots under its schedule (less where idle ranks lend shared cores)
 // No overlap of communication with compute is assumed (an upper bound where the runtime overlaps).
 #pragma once
 #include <map>

@@ -186,6 +186,72 @@ TEST_CASE("context parallel: sampling from a context-parallel checkpoint on its 
   CHECK(sample(trained("cp", context_parallel(2, false)), "cp.txt") == one);
 }
 
+TEST_CASE("context parallel by ring: cp 2 and 4, with data, tensor and pipeline axes and recomputation, match one process") {
+  TinyRun run;
+  const std::vector<std::string> ring{"--set", "runtime.context_exchange=ring"};
+  const std::vector<std::string> four_blocks{"--set", "model.n_layer=4"};
+  struct Case {
+    std::string name;
+    std::vector<std::string> args;
+    bool four_blocks = false;
+  };
+  const std::vector<Case> cases{
+      {"cp-2", context_parallel(2, false)},
+      {"cp-4", context_parallel(4, false)},
+      {"data-cp-2x2", context_parallel(2, true)},
+      {"cp-tp-2x2",
+       mesh_args({"", "[2,2]", "[context,model]",
+                  "[[batch, null], [seq, context], [heads, model], [mlp, model], [vocab, model], [embed, null], [kv, null]]"})},
+      {"cp-2-remat-full", with(context_parallel(2, false), {"--set", "runtime.remat=full"})},
+      {"cp-2-remat-selective-M2", with(context_parallel(2, false), {"--set", "runtime.remat=selective", "--set", "train.microbatches=2"})},
+      {"cp-stage-2x2-1f1b",
+       with(mesh_args({"", "[2,2]", "[context,stage]", "[[batch, null], [seq, context], [layers, stage], " + kOthers + "]"}),
+            {"--set", "train.microbatches=2"}),
+       true},
+  };
+  for (double p : {0.0, 0.1}) {
+    CAPTURE(p);
+    for (bool deep : {false, true}) {
+      const std::string single = run.dir.file("single-" + std::to_string(p) + (deep ? "-4" : "-2"));
+      const Curve reference = train(run, single, deep ? with(dropout(p), four_blocks) : dropout(p));
+      for (const Case& c : cases) {
+        if (c.four_blocks != deep) continue;
+        CAPTURE(c.name);
+        const std::string out = run.dir.file("ring-" + c.name + "-" + std::to_string(p));
+        const Curve curve = train(run, out, with(with(deep ? with(dropout(p), four_blocks) : dropout(p), c.args), ring));
+        check_same_curve(curve, reference, 2e-4);
+        const auto norms = grad_norms(out), reference_norms = grad_norms(single);
+        REQUIRE(norms.size() == reference_norms.size());
+        for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(2e-4));
+        MESSAGE("ring " << c.name << " dropout " << p << ": largest relative step-loss difference "
+                        << max_rel_diff(curve, reference));
+      }
+    }
+  }
+}
+
+TEST_CASE("context parallel by ring: spmd-inspect's activations match a ring run and fall below the all-gather's") {
+  TinyRun run;
+  const std::vector<std::string> bigger{"--set", "model.block_size=64", "--set", "model.n_embd=64", "--set",
+                                        "model.n_head=4", "--set", "train.steps=2", "--set", "train.decay_steps=2",
+                                        "--set", "train.warmup_steps=1", "--set", "train.eval_every=0"};
+  for (int cp : {2, 4}) {
+    CAPTURE(cp);
+    const auto gather_args = with(bigger, context_parallel(cp, false));
+    const auto ring_args = with(gather_args, {"--set", "runtime.context_exchange=ring"});
+    const double gathered = inspect_json(run, gather_args)["totals"]["per_device"]["activations"].get<double>();
+    const double estimate = inspect_json(run, ring_args)["totals"]["per_device"]["activations"].get<double>();
+    CHECK(estimate < gathered * 0.75);  // no (T/cp, T) probabilities, no gathered keys and values
+    const std::string out = run.dir.file("ring-memory-" + std::to_string(cp));
+    train(run, out, ring_args);
+    const double measured = read_summary(out)["graph_bytes"].get<double>();
+    MESSAGE("ring cp " << cp << ": activations estimate " << estimate << " bytes (all-gather " << gathered
+                       << "), measured " << measured);
+    REQUIRE(measured > 0);
+    CHECK(std::abs(estimate - measured) <= measured / 4);
+  }
+}
+
 TEST_CASE("context parallel: spmd-inspect's activations per rank fall with the context degree and match a run") {
   // Wider and longer than the tiny model so that activations dominate; the last of 2 steps is measured.
   TinyRun run;
