@@ -37,6 +37,25 @@ double median_seconds(const std::function<void()>& work, int repeats = kRepeats)
   return times[static_cast<size_t>(repeats / 2)];
 }
 
+// Calls of `work` per timed sample: about kSampleSeconds on the slowest rank, the same count on
+// every rank. Long enough that ranks sharing a core share it within a sample, as they do over a
+// training step (a small matmul alone ends inside one time slice and never sees the others).
+constexpr double kSampleSeconds = 0.03;
+
+int64_t calls_per_sample(const Communicator& comm, const std::function<void()>& work) {
+  const double once = median_seconds(work, 3);
+  at::Tensor calls = at::full({1}, std::ceil(kSampleSeconds / std::max(once, 1e-7)), at::kDouble);
+  comm.control().all_reduce_max(calls);
+  return std::clamp<int64_t>(static_cast<int64_t>(calls.item<double>()), 1, 1 << 20);
+}
+
+double seconds_per_call(const std::function<void()>& work, int64_t calls) {
+  return median_seconds([&] {
+           for (int64_t i = 0; i < calls; ++i) work();
+         }) /
+         static_cast<double>(calls);
+}
+
 double world_mean(const Communicator& comm, double x) {
   at::Tensor t = at::full({1}, x, at::kDouble);
   comm.control().all_reduce_sum(t);
@@ -56,11 +75,12 @@ MatmulRates matmul_rates(const Config& config, const Communicator& comm) {
   const at::Tensor a = at::randn({rows, C}), b = at::randn({C, 4 * C});
   at::Tensor out = at::empty({rows, 4 * C});
   const auto multiply = [&] { at::mm_out(out, a, b); };
+  const int64_t calls = calls_per_sample(comm, multiply);
   comm.control().barrier();
-  const double busy_s = median_seconds(multiply);
+  const double busy_s = seconds_per_call(multiply, calls);
   const double flops = 2.0 * static_cast<double>(rows * C * 4 * C);
   comm.control().barrier();
-  const double lone_s = comm.rank() == 0 ? median_seconds(multiply) : 0;
+  const double lone_s = comm.rank() == 0 ? seconds_per_call(multiply, calls) : 0;
   comm.control().barrier();
   const double speedup = comm.rank() == 0 ? busy_s / lone_s : 0;
   return {world_mean(comm, flops / busy_s),
@@ -71,8 +91,10 @@ double memory_rate(const Communicator& comm) {
   const int64_t n = int64_t{1} << 22;  // 16 MiB per operand: past the caches
   const at::Tensor a = at::randn({n}), b = at::randn({n});
   at::Tensor out = at::empty({n});
+  const auto add = [&] { at::add_out(out, a, b); };
+  const int64_t calls = calls_per_sample(comm, add);
   comm.control().barrier();
-  const double s = median_seconds([&] { at::add_out(out, a, b); });
+  const double s = seconds_per_call(add, calls);
   return world_mean(comm, 3.0 * 4 * static_cast<double>(n) / s);
 }
 

@@ -217,10 +217,11 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   if (p2p > 0) cost.comm_s[fmt::format("stage send/receive ({})", layout.pipeline.axis)] = M * p2p;
   const double slots = pipeline_fill_slots(config.runtime.pipeline_schedule, layout.pipeline.stages(), config.train.microbatches,
                                           config.runtime.virtual_stages);
-  // The step is as long as the schedule's critical path (its slots, each as fast as a device
-  // computing alone: idle peers lend it their shared cores) or its work (M slots with every device
-  // busy), whichever is longer; on a device per rank that is (slots - M) idle slots.
-  cost.bubble_s = std::max(0.0, slots * per_microbatch / r.lone_speedup - M * per_microbatch);
+  // The step is as long as the schedule's critical path (its slots, each computing as fast as a
+  // device alone: idle peers lend it their shared cores; transfers no faster) or its work (M slots
+  // with every device busy), whichever is longer; on a device per rank, (slots - M) idle slots.
+  const double critical_slot = (compute + traffic) / r.lone_speedup + tp + fsdp + p2p + cp;
+  cost.bubble_s = std::max(0.0, slots * critical_slot - M * per_microbatch);
   step_collectives(config, layout, rank, r, cost);
   cost.total_s = cost.compute_s + cost.memory_s + cost.comm_total() + cost.bubble_s;
   return cost;
