@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 
 #include <ATen/ATen.h>
@@ -87,6 +88,25 @@ MatmulRates matmul_rates(const Config& config, const Communicator& comm) {
           std::max(1.0, world_mean(comm, speedup) * static_cast<double>(comm.mesh().size()))};
 }
 
+// Attention op by op, as the context-parallel paths compute it: a device's rows' queries at half
+// the positions (a context rank's share at cp 2) over every key; FLOPs of QK^T and PV.
+double attention_rate(const Config& config, const Communicator& comm) {
+  const auto& m = config.model;
+  const int64_t rows = std::max<int64_t>(1, config.data.batch_size / comm.mesh().size());
+  const int64_t H = m.n_head, D = m.n_embd / m.n_head, T = m.block_size, Tq = std::max<int64_t>(1, T / 2);
+  const at::Tensor q = at::randn({rows, H, Tq, D}), k = at::randn({rows, H, T, D}), v = at::randn({rows, H, T, D});
+  const at::Tensor hidden = at::arange(T).unsqueeze(0) > at::arange(Tq).unsqueeze(1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const auto attend = [&] {
+    at::Tensor s = at::matmul(q, k.transpose(-2, -1)) * scale;
+    at::matmul(at::softmax(s.masked_fill(hidden, -INFINITY), -1), v);
+  };
+  const int64_t calls = calls_per_sample(comm, attend);
+  comm.control().barrier();
+  const double s = seconds_per_call(attend, calls);
+  return world_mean(comm, 4.0 * static_cast<double>(rows * H * Tq * T * D) / s);
+}
+
 double memory_rate(const Communicator& comm) {
   const int64_t n = int64_t{1} << 22;  // 16 MiB per operand: past the caches
   const at::Tensor a = at::randn({n}), b = at::randn({n});
@@ -137,6 +157,7 @@ int calibrate_worker(const Config& config, const RendezvousInfo& rendezvous, con
   rates.matmul_flops_per_s = matmul.flops_per_s;
   rates.lone_speedup = matmul.lone_speedup;
   rates.memory_bytes_per_s = memory_rate(comm);
+  rates.attention_flops_per_s = attention_rate(config, comm);
   for (size_t k = mesh.axes().size(); k-- > 0;) {
     std::vector<std::string> axes(mesh.axes().begin() + static_cast<int64_t>(k), mesh.axes().end());
     if (mesh.axes_size(axes) < 2) continue;

@@ -67,6 +67,8 @@ MachineRates read_machine_rates(const std::string& path) {
   r.source = path;
   r.matmul_flops_per_s = positive(j, "matmul_TFLOPs", "", path) * 1e12;
   r.memory_bytes_per_s = positive(j, "memory_GBps", "", path) * 1e9;
+  r.attention_flops_per_s =
+      j.contains("attention_TFLOPs") ? positive(j, "attention_TFLOPs", "", path) * 1e12 : r.matmul_flops_per_s;
   if (j.contains("axes"))
     for (const auto& [name, link] : j["axes"].items()) r.axes[name] = read_link(link, "axes." + name + ".", path);
   if (j.contains("group_sizes"))
@@ -86,6 +88,7 @@ MachineRates read_machine_rates(const std::string& path) {
 
 nlohmann::json machine_rates_json(const MachineRates& r) {
   nlohmann::json j{{"matmul_TFLOPs", r.matmul_flops_per_s / 1e12}, {"memory_GBps", r.memory_bytes_per_s / 1e9},
+                   {"attention_TFLOPs", r.attention_flops_per_s / 1e12},
                    {"devices", r.devices}, {"lone_speedup", r.lone_speedup}};
   for (const auto& [name, link] : r.axes) j["axes"][name] = link_json(link);
   for (const auto& [n, link] : r.group_sizes) j["group_sizes"][std::to_string(n)] = link_json(link);

@@ -21,6 +21,10 @@ struct LinkRate {
 struct MachineRates {
   double matmul_flops_per_s = 0;  // one device's fp32 matmul rate while every device works
   double memory_bytes_per_s = 0;  // one device's elementwise traffic (read + write) rate
+  // One device's rate through attention computed op by op (scores, mask, softmax, times V: the
+  // context-parallel paths, where one process runs a fused kernel), FLOPs of its two products.
+  // 0: as matmul_flops_per_s (a file written by hand).
+  double attention_flops_per_s = 0;
   // Links by mesh axis name (a cluster's: intra-node model axis, inter-node data axis), and
   // by group size (what --calibrate measures here: every group of that size busy at once).
   std::map<std::string, LinkRate> axes;

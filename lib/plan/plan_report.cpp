@@ -58,7 +58,7 @@ nlohmann::json plans_json(const std::vector<RankedPlan>& plans, size_t top, cons
                             {"data", c.data}, {"fsdp", c.fsdp}, {"context", c.context}, {"model", c.model},
                             {"stage", c.stage},
                             {"sequence_parallel", c.sequence_parallel}, {"microbatches", c.microbatches},
-                            {"schedule", c.schedule}, {"remat", c.remat},
+                            {"schedule", c.schedule}, {"remat", c.remat}, {"context_exchange", c.context_exchange},
                             {"memory_bytes", p.footprint()},
                             {"memory", {{"params", p.memory.params}, {"grads", p.memory.grads},
                                         {"optimizer", p.memory.optimizer}, {"fsdp_gathered", p.memory.fsdp_gathered},

@@ -73,8 +73,14 @@ StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t 
   return s;
 }
 
-// Matmul FLOPs of one microbatch through the stage: forward, backward, recomputation.
-double microbatch_flops(const StageShape& s, const std::string& remat) {
+// Matmul FLOPs of one microbatch through the stage (forward, backward, recomputation): the
+// dense layers' and the head's, and the attention core's (QK^T and PV).
+struct MicrobatchFlops {
+  double dense = 0, core = 0;
+  double total() const { return dense + core; }
+};
+
+MicrobatchFlops microbatch_flops(const StageShape& s, const std::string& remat) {
   const double attn_dense = 8 * s.C * s.C / static_cast<double>(s.tp_heads);
   const double attn_core = 4 * s.T * s.C / static_cast<double>(s.tp_heads);
   const double mlp = 16 * s.C * s.C / static_cast<double>(s.tp_mlp);
@@ -85,10 +91,10 @@ double microbatch_flops(const StageShape& s, const std::string& remat) {
   const double layers = static_cast<double>(s.layers);
   const double head = s.last ? s.tokens * 2 * s.C * s.vocab / static_cast<double>(s.tp_vocab) : 0;
   const double dense = s.tokens * (attn_dense + mlp), core = s.tokens * attn_core * visible;
-  double flops = 3 * (layers * dense + head) + core_passes * layers * core;
-  if (remat == "full") flops += layers * (dense + core);
-  if (remat == "selective") flops += layers * core;
-  return flops;
+  MicrobatchFlops f{3 * (layers * dense + head), core_passes * layers * core};
+  if (remat == "full") f.dense += layers * dense, f.core += layers * core;
+  if (remat == "selective") f.core += layers * core;
+  return f;
 }
 
 // Tensor parallelism, one microbatch: per block two all-reduces of the (b, T, C) stream forward
@@ -194,8 +200,11 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   const StageShape s = stage_shape(config, layout, stage);
   const double M = static_cast<double>(config.train.microbatches);
   StepCost cost;
-  cost.flops = M * microbatch_flops(s, config.runtime.remat);
-  const double compute = microbatch_flops(s, config.runtime.remat) / r.matmul_flops_per_s;
+  const MicrobatchFlops flops = microbatch_flops(s, config.runtime.remat);
+  cost.flops = M * flops.total();
+  // Context parallelism computes attention op by op (one process: a fused kernel).
+  const double core_rate = s.cp > 1 ? r.attention_flops_per_s : r.matmul_flops_per_s;
+  const double compute = flops.dense / r.matmul_flops_per_s + flops.core / core_rate;
   // Elementwise work does not shrink with recomputation: what remat drops is written again by the
   // replay. A microbatch passes through every chunk of the stage (`memory`'s activations are one chunk's).
   const auto activations = [&](const std::string& remat) {
@@ -213,7 +222,9 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   const std::string model_axes = fmt::format("{}", fmt::join(layout.param("h.0.mlp.c_fc.weight").tp_axes[1], "x"));
   if (tp > 0) cost.comm_s[fmt::format("TP {} ({})", layout.seq_axes.empty() ? "all-reduce" : "gather/scatter", model_axes)] = M * tp;
   if (fsdp > 0) cost.comm_s["FSDP gather/scatter"] = M * fsdp;
-  if (cp > 0) cost.comm_s[fmt::format("CP K/V gather/scatter ({})", fmt::join(layout.context_axes, "x"))] = M * cp;
+  if (cp > 0)
+    cost.comm_s[fmt::format("CP K/V {} ({})", s.ring ? "ring" : "gather/scatter", fmt::join(layout.context_axes, "x"))] =
+        M * cp;
   if (p2p > 0) cost.comm_s[fmt::format("stage send/receive ({})", layout.pipeline.axis)] = M * p2p;
   const double slots = pipeline_fill_slots(config.runtime.pipeline_schedule, layout.pipeline.stages(), config.train.microbatches,
                                           config.runtime.virtual_stages);

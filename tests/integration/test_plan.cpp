@@ -113,9 +113,22 @@ TEST_CASE("plan: ranked by predicted step time, within the budget, and compute i
   // are gathered forward and their gradients reduce-scattered backward, each a ring over 4 devices
   // (80 us, 1.5 GB/s), and the gradients are all-reduced over the context axis.
   const double kv_bytes = 8 * T * 2 * C * 4, kv_ring = 80e-6 + 0.75 * kv_bytes / 1.5e9;
+  // By ring: 9 of the 16 (chunk x chunk) attention blocks, 3.5 passes of them (the backward
+  // replays the scores); per block 3 shifts of a member's keys and values forward, 3 of them and
+  // 4 of their gradients backward, each a point-to-point step at the same rate.
+  const double core = 3 * B * T * L * 4 * T * C;
+  const double ring_flops = flops - core + core * 9.0 / 16 * 3.5 / 3;
+  const double shift = 80e-6 + kv_bytes / 4 / 1.5e9;
   int found = 0;
   for (const auto& p : unbounded) {
     if (p["microbatches"] != 1 || p["remat"] != "none") continue;
+    if (p["context"] == 4 && p["context_exchange"] == "ring") {
+      ++found;
+      CHECK(p["sharding"] == "CP4-ring");
+      CHECK(p["cost"]["flops"].get<double>() == doctest::Approx(ring_flops));
+      CHECK(p["cost"]["comm_s"]["CP K/V ring (context)"].get<double>() == doctest::Approx(L * 10 * shift));
+      continue;
+    }
     if (p["data"] == 4) {
       ++found;
       CHECK(p["cost"]["flops"].get<double>() == doctest::Approx(flops));
@@ -130,7 +143,7 @@ TEST_CASE("plan: ranked by predicted step time, within the budget, and compute i
       CHECK(p["cost"]["comm_s"].contains("grad all-reduce (context)"));
     }
   }
-  CHECK(found == 2);
+  CHECK(found == 3);
 }
 
 TEST_CASE("plan: an interleaved pipeline is costed over all of a stage's chunks, not its first") {
