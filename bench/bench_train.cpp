@@ -155,6 +155,11 @@ struct PipelineFigures {
   int64_t stages = 1;
   std::vector<double> bubble, wait_ms, graph_bytes;
   double bubble_mean = 0, bubble_theory = 0;
+  // The passes replayed with a device per rank (replay_pipeline): idle share per stage, with the
+  // measured hop and with free hand-overs, and how long the passes took.
+  std::vector<double> replayed, replay_free_hops;
+  double replayed_mean = 0, replayed_passes_ms = 0, hop_ms = 0;
+  std::vector<double> replayed_wall_wait_ms;  // per stage: idle ms of the replay of wall times less waits
 };
 
 // Every rank's value at its stage's index, summed (or maxed) over the world.
@@ -164,6 +169,9 @@ std::vector<double> per_stage(const spmd::Group& world, int64_t stages, int64_t 
   if (max) world.all_reduce_max(t); else world.all_reduce_sum(t);
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + stages);
 }
+
+void replay_pipeline(const spmd::Group& world, const spmd::TrainState& state,
+                     const std::vector<spmd::StepTimings>& timed, PipelineFigures& f);
 
 PipelineFigures pipeline_figures(const spmd::Group& world, const spmd::TrainState& state,
                                  const std::vector<spmd::StepTimings>& timed, int64_t graph_bytes) {
@@ -185,7 +193,77 @@ PipelineFigures pipeline_figures(const spmd::Group& world, const spmd::TrainStat
   f.bubble_mean = std::accumulate(f.bubble.begin(), f.bubble.end(), 0.0) / static_cast<double>(f.stages);
   f.bubble_theory = spmd::bubble_fraction({state.config.runtime.pipeline_schedule, f.stages, layout.pipeline.chunks,
                                             state.config.train.microbatches});
+  if (f.stages > 1) replay_pipeline(world, state, timed, f);
   return f;
+}
+
+// Each pass's time (a StepTimings per-pass field), median over the timed steps (every step runs
+// the same passes in order), mean over the stage's ranks: [stage][pass].
+std::vector<std::vector<double>> stage_pass_ms(const spmd::Group& world, const spmd::TrainState& state,
+                                               const std::vector<spmd::StepTimings>& timed,
+                                               std::vector<double> spmd::StepTimings::*field) {
+  const auto& layout = state.model->layout();
+  const int64_t stages = layout.pipeline.stages();
+  const auto n = static_cast<int64_t>((timed.front().*field).size());
+  at::Tensor all = at::zeros({stages, n}, at::kDouble);
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> v;
+    for (const auto& t : timed) v.push_back((t.*field)[static_cast<size_t>(i)]);
+    all[layout.stage_of(state.rank())][i] = median(v);
+  }
+  world.all_reduce_sum(all);
+  all /= static_cast<double>(layout.mesh.size() / stages);
+  std::vector<std::vector<double>> ms;
+  for (int64_t s = 0; s < stages; ++s) ms.emplace_back(all[s].data_ptr<double>(), all[s].data_ptr<double>() + n);
+  return ms;
+}
+
+// One microbatch's activation handed from each stage's first rank to the next stage's and back,
+// one pair at a time (the other ranks wait in a barrier, off the cores): half the median round trip.
+double hop_ms(const spmd::Group& world, const spmd::TrainState& state) {
+  const auto& layout = state.model->layout();
+  const int64_t stages = layout.pipeline.stages(), rank = state.rank();
+  std::vector<int> first(static_cast<size_t>(stages), -1);
+  for (int r = static_cast<int>(layout.mesh.size()) - 1; r >= 0; --r) first[static_cast<size_t>(layout.stage_of(r))] = r;
+  const int64_t rows = state.loader->local_batch() / state.config.train.microbatches;
+  at::Tensor x = at::ones(state.stage_link->activation_shape(rows, state.config.model.block_size));
+  std::vector<double> round_trips;
+  for (int64_t s = 0; s + 1 < stages; ++s) {
+    world.barrier();
+    const int a = first[static_cast<size_t>(s)], b = first[static_cast<size_t>(s + 1)];
+    for (int k = 0; k < 21 && (rank == a || rank == b); ++k) {
+      const auto start = Clock::now();
+      if (rank == a) { world.send_async(x, b, k).wait(); world.receive(x, b, k); }
+      else { world.receive(x, a, k); world.send_async(x, a, k).wait(); }
+      round_trips.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+  }
+  world.barrier();
+  return scalar_across(world, round_trips.empty() ? 0.0 : median(round_trips) / 2, true);
+}
+
+// The step's passes replayed in the schedule's order, a hand-over costing the measured hop: from
+// each pass's CPU time (its compute alone: as a device per rank would run them; needs one thread
+// per rank, as CPU time is the main thread's) and from its wall time less its waits (what these
+// ranks took on these cores: with a core per rank the replay's idle time is the measured wait,
+// which checks the replay). Ranks that share cores wait for a core as well as for a neighbour:
+// their measured bubble is not the schedule's; the CPU-time replay's is.
+void replay_pipeline(const spmd::Group& world, const spmd::TrainState& state,
+                     const std::vector<spmd::StepTimings>& timed, PipelineFigures& f) {
+  const spmd::PipelineShape shape{state.config.runtime.pipeline_schedule, f.stages,
+                                  state.model->layout().pipeline.chunks, state.config.train.microbatches};
+  std::vector<std::vector<spmd::PipelinePass>> orders;
+  for (int64_t s = 0; s < f.stages; ++s) orders.push_back(spmd::stage_passes(shape, s));
+  const auto cpu = stage_pass_ms(world, state, timed, &spmd::StepTimings::pass_cpu_ms);
+  const auto busy = stage_pass_ms(world, state, timed, &spmd::StepTimings::pass_busy_ms);
+  f.hop_ms = hop_ms(world, state);
+  const spmd::PipelineReplay replay = spmd::pipeline_replay(shape, orders, cpu, f.hop_ms);
+  f.replayed = replay.idle_fractions();
+  f.replayed_mean = std::accumulate(f.replayed.begin(), f.replayed.end(), 0.0) / static_cast<double>(f.stages);
+  f.replayed_passes_ms = replay.makespan;
+  f.replay_free_hops = spmd::pipeline_replay(shape, orders, cpu, 0.0).idle_fractions();
+  const spmd::PipelineReplay as_run = spmd::pipeline_replay(shape, orders, busy, f.hop_ms);
+  for (size_t s = 0; s < as_run.busy.size(); ++s) f.replayed_wall_wait_ms.push_back(as_run.makespan - as_run.busy[s]);
 }
 
 void print_pipeline(const PipelineFigures& f, const spmd::Config& config) {
@@ -203,6 +281,14 @@ void print_pipeline(const PipelineFigures& f, const spmd::Config& config) {
                                                : config.runtime.pipeline_schedule,
              config.train.microbatches, 100.0 * f.bubble_mean,
              fmt::join(stages, ", "), 100.0 * f.bubble_theory);
+  std::vector<std::string> replayed;
+  for (size_t s = 0; s < f.replayed.size(); ++s)
+    replayed.push_back(fmt::format("stage {} {:.1f}% ({:.1f}% with free hand-overs)", s, 100.0 * f.replayed[s],
+                                   100.0 * f.replay_free_hops[s]));
+  fmt::print("  pipeline replayed  a device per rank (passes' CPU times in schedule order, hand-over {:.2f} ms): "
+             "bubble {:.1f}% ({}), passes {:.1f} ms; from wall times less waits: idle {} ms per stage\n",
+             f.hop_ms, 100.0 * f.replayed_mean, fmt::join(replayed, ", "), f.replayed_passes_ms,
+             fmt::join(f.replayed_wall_wait_ms, "/"));
   fmt::print("  activations        most bytes in flight per stage (autograd graphs): {}\n", fmt::join(memory, ", "));
 }
 
@@ -218,6 +304,12 @@ nlohmann::json pipeline_json(const PipelineFigures& f, const spmd::Config& confi
           {"bubble_measured_mean", f.bubble_mean},
           {"bubble_theory", f.bubble_theory},
           {"wait_ms_per_stage", f.wait_ms},
+          {"bubble_replayed_per_stage", f.replayed},
+          {"bubble_replayed_mean", f.replayed_mean},
+          {"bubble_replayed_free_hand_overs_per_stage", f.replay_free_hops},
+          {"replayed_passes_ms", f.replayed_passes_ms},
+          {"hand_over_ms", f.hop_ms},
+          {"replayed_wall_idle_ms_per_stage", f.replayed_wall_wait_ms},
           {"peak_activation_bytes_per_stage", graph}};
 }
 

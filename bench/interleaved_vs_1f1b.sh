@@ -7,8 +7,10 @@
 # Reads Debian's fortunes as bytes (vocab 256), prepared into a temporary folder: a char vocabulary
 # can run to thousands of symbols where several languages' fortunes are installed, and its head
 # would outweigh a stage of blocks (the formula assumes equal stages).
-# A rank needs a core of its own for its idle time to show: run as many stages as the machine has
-# free cores.
+# A rank needs a core of its own for its idle time to show directly. Where ranks share cores, the
+# "replayed" bubble is the one to read: each pass's CPU time (its compute alone) replayed in the
+# schedule's order with the measured hand-over time between stages, as a device per rank would run
+# it (bench_train's replay_pipeline); with 2 stages on 2 cores both show, and should agree.
 # Usage: bash bench/interleaved_vs_1f1b.sh [build dir] [rounds] [steps] [stages]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,9 +40,15 @@ for variant in ("1f1b", "interleaved"):
     runs = [json.load(open(f"{work}/{variant}-{r}.json")) for r in range(1, rounds + 1)]
     for j in runs:
         p = j["pipeline"]
+        per = lambda key: ', '.join(f'{100 * b:.1f}' for b in p[key])
         print(f"{variant:12s} step {j['median_step_ms']:7.1f} ms  bubble measured {100 * p['bubble_measured_mean']:5.1f}% "
-              f"(per stage {', '.join(f'{100 * b:.1f}' for b in p['bubble_measured_per_stage'])})  "
+              f"(per stage {per('bubble_measured_per_stage')})  replayed {100 * p['bubble_replayed_mean']:5.1f}% "
+              f"(per stage {per('bubble_replayed_per_stage')}; free hand-overs {per('bubble_replayed_free_hand_overs_per_stage')}; "
+              f"hand-over {p['hand_over_ms']:.2f} ms, passes {p['replayed_passes_ms']:.1f} ms)  "
               f"formula {100 * p['bubble_theory']:5.1f}%  cpu share {100 * j['cpu_share']:.0f}%  load {j['loadavg_1m']:.1f}")
-    print(f"{variant:12s} median over runs: step {statistics.median(j['median_step_ms'] for j in runs):.1f} ms, "
-          f"bubble {100 * statistics.median(j['pipeline']['bubble_measured_mean'] for j in runs):.1f}%")
+    median = lambda f: statistics.median(f(j) for j in runs)
+    print(f"{variant:12s} median over runs: step {median(lambda j: j['median_step_ms']):.1f} ms, "
+          f"bubble measured {100 * median(lambda j: j['pipeline']['bubble_measured_mean']):.1f}%, "
+          f"replayed {100 * median(lambda j: j['pipeline']['bubble_replayed_mean']):.1f}%, "
+          f"replayed passes {median(lambda j: j['pipeline']['replayed_passes_ms']):.1f} ms")
 PY

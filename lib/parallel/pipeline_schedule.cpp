@@ -98,29 +98,43 @@ PipelineTimetable pipeline_timetable(const PipelineShape& shape) {
   return pipeline_timetable(shape, orders);
 }
 
-PipelineTimetable pipeline_timetable(const PipelineShape& shape, const std::vector<std::vector<PipelinePass>>& orders) {
+std::vector<double> PipelineReplay::idle_fractions() const {
+  std::vector<double> idle;
+  for (double b : busy) idle.push_back(makespan > 0 ? 1.0 - b / makespan : 0.0);
+  return idle;
+}
+
+PipelineReplay pipeline_replay(const PipelineShape& shape, const std::vector<std::vector<PipelinePass>>& orders,
+                               const std::vector<std::vector<double>>& durations, double hop) {
   const auto p = static_cast<size_t>(shape.stages);
-  SPMD_ASSERT(orders.size() == p, "{} orders for {} stages", orders.size(), p);
+  SPMD_ASSERT(orders.size() == p && durations.size() == p, "{} orders, {} durations for {} stages", orders.size(),
+              durations.size(), p);
+  PipelineReplay replay;
+  replay.start.resize(p);
+  replay.busy.assign(p, 0.0);
   std::vector<size_t> next(p, 0);
-  std::vector<int64_t> free_at(p, 0);
-  std::map<PassKey, int64_t> ends;  // slot after each finished pass
-  std::vector<std::vector<std::pair<int64_t, PipelinePass>>> placed(p);
+  std::vector<double> free_at(p, 0.0);
+  std::map<PassKey, double> ends;  // when each finished pass's output is ready
   for (bool progressed = true; progressed;) {
     progressed = false;
     for (size_t s = 0; s < p; ++s) {
+      SPMD_ASSERT(durations[s].size() == orders[s].size(), "stage {}: {} durations for {} passes", s,
+                  durations[s].size(), orders[s].size());
       for (; next[s] < orders[s].size(); ++next[s]) {
         const PipelinePass& pass = orders[s][next[s]];
         const int64_t vs = pass.chunk * shape.stages + static_cast<int64_t>(s);
         PassKey needed;
-        int64_t start = free_at[s];
+        double start = free_at[s];
         if (needs_neighbour(shape, pass, vs, needed)) {
           auto it = ends.find(needed);
           if (it == ends.end()) break;  // blocked in a receive
-          start = std::max(start, it->second);
+          start = std::max(start, it->second + hop);
         }
-        placed[s].emplace_back(start, pass);
-        free_at[s] = start + 1;
-        ends[{pass.kind, pass.microbatch, vs}] = start + 1;
+        const double duration = durations[s][next[s]];
+        replay.start[s].push_back(start);
+        replay.busy[s] += duration;
+        free_at[s] = start + duration;
+        ends[{pass.kind, pass.microbatch, vs}] = free_at[s];
         progressed = true;
       }
     }
@@ -131,11 +145,19 @@ PipelineTimetable pipeline_timetable(const PipelineShape& shape, const std::vect
   if (!stuck.empty())
     throw RuntimeError(fmt::format("{} schedule, {} stages x {} chunks, {} microbatches: stages {} wait on each other",
                                    shape.schedule, shape.stages, shape.chunks, shape.microbatches, fmt::join(stuck, ", ")));
+  replay.makespan = *std::max_element(free_at.begin(), free_at.end());
+  return replay;
+}
+
+PipelineTimetable pipeline_timetable(const PipelineShape& shape, const std::vector<std::vector<PipelinePass>>& orders) {
+  std::vector<std::vector<double>> unit;
+  for (const auto& order : orders) unit.emplace_back(order.size(), 1.0);
+  const PipelineReplay replay = pipeline_replay(shape, orders, unit, 0.0);
   PipelineTimetable table;
-  const int64_t length = *std::max_element(free_at.begin(), free_at.end());
-  table.slots.assign(p, std::vector<PipelineTimetable::Slot>(static_cast<size_t>(length)));
-  for (size_t s = 0; s < p; ++s)
-    for (const auto& [t, pass] : placed[s]) table.slots[s][static_cast<size_t>(t)] = {true, pass};
+  table.slots.assign(orders.size(), std::vector<PipelineTimetable::Slot>(static_cast<size_t>(replay.makespan)));
+  for (size_t s = 0; s < orders.size(); ++s)
+    for (size_t i = 0; i < orders[s].size(); ++i)
+      table.slots[s][static_cast<size_t>(replay.start[s][i])] = {true, orders[s][i]};
   return table;
 }
 

@@ -55,6 +55,22 @@ struct PipelineTimetable {
   double idle_fraction() const;  // idle slots over all slots, every stage
 };
 
+// Every stage's passes replayed on a clock with their own durations: a pass starts once its stage
+// is free and the pass it needs from a neighbour has ended, `hop` later (the transfer). With
+// measured pass times this is the step a device per rank would take (bench_train replays the
+// passes of ranks that share cores).
+struct PipelineReplay {
+  std::vector<std::vector<double>> start;  // [stage][i]: when orders[stage][i] starts
+  std::vector<double> busy;                // [stage]: the sum of its passes' durations
+  double makespan = 0;                     // when the last pass ends
+  std::vector<double> idle_fractions() const;  // [stage]: 1 - busy / makespan
+};
+
+// durations[stage][i] is the time of orders[stage][i]. Throws a RuntimeError naming the stuck
+// stages if the orders wait on each other (a deadlock).
+PipelineReplay pipeline_replay(const PipelineShape& shape, const std::vector<std::vector<PipelinePass>>& orders,
+                               const std::vector<std::vector<double>>& durations, double hop);
+
 // The timetable of the given per-stage orders (stage_passes' by default). Throws a RuntimeError
 // naming the stuck stages if the orders wait on each other (a deadlock).
 PipelineTimetable pipeline_timetable(const PipelineShape& shape, const std::vector<std::vector<PipelinePass>>& orders);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <memory>
 
@@ -19,6 +20,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+// This thread's CPU time: a pass's compute, not its waits or another process's turn on a shared core.
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
 
 // One chunk's share of a forward: the embeddings of `ids` on the first virtual stage, else the
 // activation received from the previous one (for microbatch `m`; in `received`, a leaf that
@@ -58,8 +66,12 @@ class StepPasses {
     s_.grad_sync->begin(microbatches_);
     const PipelineShape shape{s_.config.runtime.pipeline_schedule, link_.stages(), link_.chunks(), microbatches_};
     for (const auto& pass : stage_passes(shape, link_.stage())) {
+      const double cpu_start = thread_cpu_ms(), wait_start = link_.receive_wait_ms();
+      const auto start = Clock::now();
       if (pass.kind == PipelinePass::kForward) forward(pass.microbatch, pass.chunk);
       else backward(pass.microbatch, pass.chunk);
+      result_.timings.pass_busy_ms.push_back(ms_since(start) - (link_.receive_wait_ms() - wait_start));
+      result_.timings.pass_cpu_ms.push_back(thread_cpu_ms() - cpu_start);
     }
     link_.finish_sends();
     return link_.from_last_stage(loss_sum_);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "ckpt/checkpoint.h"
 #include "comm/communicator.h"
@@ -49,6 +50,10 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
 struct StepTimings {
   double data_ms = 0, forward_ms = 0, backward_ms = 0, collective_ms = 0, optimizer_ms = 0, total_ms = 0;
   double pipeline_wait_ms = 0;  // blocked receiving from neighbouring stages (the bubble)
+  // Each forward and backward pass in the stage's order: its wall time less its receive waits, and
+  // its CPU time on this rank's thread (its compute alone, without another process's turn on a
+  // shared core). bench_train replays a pipeline from them.
+  std::vector<double> pass_busy_ms, pass_cpu_ms;
 };
 
 struct StepResult {

@@ -156,6 +156,24 @@ TEST_CASE("pipeline schedule: the timetable refuses orders that wait on each oth
   CHECK_NOTHROW(pipeline_timetable({"1f1b", 2, 1, 2}, {passes_of("1f1b", 0, 2, 2), passes_of("1f1b", 1, 2, 2)}));
 }
 
+TEST_CASE("pipeline schedule: a replay with measured pass times and hand-overs, worked by hand") {
+  // 1F1B, 2 stages, 2 microbatches; forwards 1, backwards 2, each hand-over 0.5.
+  // Stage 0: F0 [0,1] F1 [1,2] B0 [5,7] B1 [8,10]; stage 1: F0 [1.5,2.5] B0 [2.5,4.5] F1 [4.5,5.5] B1 [5.5,7.5].
+  const PipelineShape shape{"1f1b", 2, 1, 2};
+  const std::vector<std::vector<PipelinePass>> orders{stage_passes(shape, 0), stage_passes(shape, 1)};
+  const std::vector<std::vector<double>> durations{{1, 1, 2, 2}, {1, 2, 1, 2}};
+  const PipelineReplay replay = pipeline_replay(shape, orders, durations, 0.5);
+  CHECK(replay.start[0] == std::vector<double>{0, 1, 5, 8});
+  CHECK(replay.start[1] == std::vector<double>{1.5, 2.5, 4.5, 5.5});
+  CHECK(replay.makespan == 10);
+  CHECK(replay.busy == std::vector<double>{6, 6});
+  for (double idle : replay.idle_fractions()) CHECK(idle == doctest::Approx(0.4));
+  // Free hand-overs: stage 1's F0 starts at 1 and its B1 ends at 7; stage 0's B1 runs [7, 9].
+  CHECK(pipeline_replay(shape, orders, durations, 0.0).makespan == 9);
+  // Durations that do not match the passes are a programming error, named.
+  CHECK_THROWS(pipeline_replay(shape, orders, {{1, 1}, {1, 2, 1, 2}}, 0.0));
+}
+
 TEST_CASE("pipeline layout: a layers rule stages the blocks, embeddings first, head last, wte on both") {
   const ModelLayout layout = plan_layout(pipeline_config());
   CHECK(layout.pipeline.axis == "stage");
