@@ -162,10 +162,13 @@ std::vector<PipelinePass> step_passes(const PipelineLayout& pipeline, const std:
 struct StepHoldings {
   int64_t per_microbatch = 0, copies = 0, per_send = 0, working_set = 0;
   int64_t first_sending_chunk = 0;  // 1 on the first stage: its chunk 0 received no activation
+  int64_t blocks = 1, per_block = 0;  // a chunk's blocks, and what each keeps for its backward
 };
 
 // The most held at once. A backward frees its microbatch's activations as it makes gradients, so
-// the worst moments are a backward's start (with its working set) and the passes' boundaries.
+// the worst moments are a backward's start (with its working set) and the passes' boundaries; in
+// the first backward the gradients' second copy fills block by block, so its last block's moment
+// (the copies of the others beside the working set) can be worse than its start.
 int64_t held_at_worst(const std::vector<PipelinePass>& passes, const StepHoldings& h) {
   int64_t live = 0, sends = 0, most = 0;
   bool backward_seen = false;
@@ -173,8 +176,10 @@ int64_t held_at_worst(const std::vector<PipelinePass>& passes, const StepHolding
     if (p.kind == PipelinePass::kForward) {
       ++live;
     } else {  // its start: the copies and sends of earlier backwards, its own working set
-      most = std::max(most, live * h.per_microbatch + (backward_seen ? h.copies : 0) + sends * h.per_send +
-                                h.working_set);
+      const int64_t others = live * h.per_microbatch + sends * h.per_send + h.working_set;
+      most = std::max(most, others + (backward_seen ? h.copies : 0));
+      if (!backward_seen && h.blocks > 1)
+        most = std::max(most, others - (h.blocks - 1) * h.per_block + h.copies * (h.blocks - 1) / h.blocks);
       backward_seen = true;
       --live;
       if (p.chunk >= h.first_sending_chunk) ++sends;
@@ -271,6 +276,8 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   // Each term is what it adds at the step's worst moment to those before it.
   const auto passes = step_passes(pipeline, schedule, microbatches, stage);
   StepHoldings held{e.activations_per_microbatch};
+  held.blocks = layers;
+  held.per_block = e.activation_parts.per_block;
   int64_t worst = e.activations;
   auto added = [&] {
     const int64_t before = worst;

@@ -88,23 +88,27 @@ MatmulRates matmul_rates(const Config& config, const Communicator& comm) {
           std::max(1.0, world_mean(comm, speedup) * static_cast<double>(comm.mesh().size()))};
 }
 
-// Attention op by op, as the context-parallel paths compute it: a device's rows' queries at half
-// the positions (a context rank's share at cp 2) over every key; FLOPs of QK^T and PV.
+// Attention op by op, as the context-parallel paths compute it, forward and backward (softmax's
+// backward and the masked scores cost far more per FLOP than the products): a device's rows'
+// queries at half the positions (a context rank's share at cp 2) over every key; FLOPs of QK^T and
+// PV forward and of their four products backward.
 double attention_rate(const Config& config, const Communicator& comm) {
   const auto& m = config.model;
   const int64_t rows = std::max<int64_t>(1, config.data.batch_size / comm.mesh().size());
   const int64_t H = m.n_head, D = m.n_embd / m.n_head, T = m.block_size, Tq = std::max<int64_t>(1, T / 2);
-  const at::Tensor q = at::randn({rows, H, Tq, D}), k = at::randn({rows, H, T, D}), v = at::randn({rows, H, T, D});
+  const auto leaf = [](at::IntArrayRef shape) { return at::randn(shape).requires_grad_(true); };
+  const at::Tensor q = leaf({rows, H, Tq, D}), k = leaf({rows, H, T, D}), v = leaf({rows, H, T, D});
   const at::Tensor hidden = at::arange(T).unsqueeze(0) > at::arange(Tq).unsqueeze(1);
+  const at::Tensor grad_out = at::randn({rows, H, Tq, D});
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const auto attend = [&] {
     at::Tensor s = at::matmul(q, k.transpose(-2, -1)) * scale;
-    at::matmul(at::softmax(s.masked_fill(hidden, -INFINITY), -1), v);
+    at::matmul(at::softmax(s.masked_fill(hidden, -INFINITY), -1), v).backward(grad_out);
   };
   const int64_t calls = calls_per_sample(comm, attend);
   comm.control().barrier();
   const double s = seconds_per_call(attend, calls);
-  return world_mean(comm, 4.0 * static_cast<double>(rows * H * Tq * T * D) / s);
+  return world_mean(comm, 3 * 4.0 * static_cast<double>(rows * H * Tq * T * D) / s);
 }
 
 double memory_rate(const Communicator& comm) {
@@ -124,13 +128,38 @@ LinkRate all_reduce_rate(const Communicator& comm, const std::vector<std::string
   const double small = 4096, large = 4 << 20;  // bytes
   auto time_bytes = [&](double bytes) {
     at::Tensor t = at::ones({static_cast<int64_t>(bytes / 4)}, at::TensorOptions().device(comm.device()));
+    const auto reduce = [&] { group.all_reduce_sum(t); };
+    const int64_t calls = calls_per_sample(comm, reduce);
     comm.world().barrier();
-    return world_mean(comm, median_seconds([&] { group.all_reduce_sum(t); }));
+    return world_mean(comm, seconds_per_call(reduce, calls));
   };
   const double t_small = time_bytes(small), t_large = time_bytes(large);
   const double wire = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
   const double bandwidth = wire * (large - small) / std::max(t_large - t_small, 1e-9);
   return {std::max(0.0, t_small - wire * small / bandwidth), bandwidth};
+}
+
+// An all-gather and a reduce-scatter of the same full tensor, their mean fitted to
+// t = latency + (n-1)/n S / bandwidth from two sizes (a member's share 4 KiB and 4 MiB).
+LinkRate gather_rate(const Communicator& comm, const std::vector<std::string>& axes) {
+  const Group& group = comm.along(axes);
+  const int64_t n = group.size();
+  auto time_bytes = [&](int64_t share_floats) {
+    const at::TensorOptions options = at::TensorOptions().device(comm.device());
+    const at::Tensor share = at::ones({share_floats}, options), full = at::ones({n * share_floats}, options);
+    const auto gather_scatter = [&] {
+      group.all_gather(share, 0);
+      group.reduce_scatter_sum(full, 0);
+    };
+    const int64_t calls = calls_per_sample(comm, gather_scatter);
+    comm.world().barrier();
+    return world_mean(comm, seconds_per_call(gather_scatter, calls) / 2);
+  };
+  const int64_t small = 1024, large = 1 << 20;  // floats per member
+  const double t_small = time_bytes(small), t_large = time_bytes(large);
+  const double wire = static_cast<double>(n - 1) / static_cast<double>(n) * 4.0 * static_cast<double>(n);
+  const double bandwidth = wire * static_cast<double>(large - small) / std::max(t_large - t_small, 1e-9);
+  return {std::max(0.0, t_small - wire * static_cast<double>(small) / bandwidth), bandwidth};
 }
 
 // Axes p0, p1, ... of the prime factors of N: the groups along the last k axes have the suffix
@@ -163,6 +192,7 @@ int calibrate_worker(const Config& config, const RendezvousInfo& rendezvous, con
     if (mesh.axes_size(axes) < 2) continue;
     comm.create_group(axes);
     rates.group_sizes[mesh.axes_size(axes)] = all_reduce_rate(comm, axes);
+    rates.gather_group_sizes[mesh.axes_size(axes)] = gather_rate(comm, axes);
   }
   if (comm.rank() == 0) {
     nlohmann::json j = machine_rates_json(rates);

@@ -60,6 +60,31 @@ LinkRate MachineRates::link(const std::vector<std::string>& names, int64_t group
       }(), ", "), fmt::join(sizes, ", "), names.empty() ? "NAME" : names.front()));
 }
 
+LinkRate MachineRates::gather_link(const std::vector<std::string>& names, int64_t group_size) const {
+  const bool all_named =
+      !names.empty() && std::all_of(names.begin(), names.end(), [&](const auto& n) { return axes.count(n) > 0; });
+  if (!all_named)
+    if (auto it = gather_group_sizes.lower_bound(group_size); it != gather_group_sizes.end()) return it->second;
+  return link(names, group_size);
+}
+
+namespace {
+std::map<int64_t, LinkRate> read_group_sizes(const nlohmann::json& j, const std::string& key, const std::string& path) {
+  std::map<int64_t, LinkRate> links;
+  if (!j.contains(key)) return links;
+  for (const auto& [size, link] : j[key].items()) {
+    int64_t n = 0;
+    try {
+      n = std::stoll(size);
+    } catch (const std::exception&) {
+    }
+    SPMD_CHECK(n >= 2, "{} {}: {} key '{}' must be a group size >= 2", kWhat, path, key, size);
+    links[n] = read_link(link, key + "." + size + ".", path);
+  }
+  return links;
+}
+}  // namespace
+
 MachineRates read_machine_rates(const std::string& path) {
   const nlohmann::json j = read_json_file(path, kWhat);
   SPMD_CHECK(j.is_object(), "{} {}: expected a JSON object", kWhat, path);
@@ -71,16 +96,8 @@ MachineRates read_machine_rates(const std::string& path) {
       j.contains("attention_TFLOPs") ? positive(j, "attention_TFLOPs", "", path) * 1e12 : r.matmul_flops_per_s;
   if (j.contains("axes"))
     for (const auto& [name, link] : j["axes"].items()) r.axes[name] = read_link(link, "axes." + name + ".", path);
-  if (j.contains("group_sizes"))
-    for (const auto& [size, link] : j["group_sizes"].items()) {
-      int64_t n = 0;
-      try {
-        n = std::stoll(size);
-      } catch (const std::exception&) {
-      }
-      SPMD_CHECK(n >= 2, "{} {}: group_sizes key '{}' must be a group size >= 2", kWhat, path, size);
-      r.group_sizes[n] = read_link(link, "group_sizes." + size + ".", path);
-    }
+  r.group_sizes = read_group_sizes(j, "group_sizes", path);
+  r.gather_group_sizes = read_group_sizes(j, "gather_group_sizes", path);
   if (j.contains("devices") && j["devices"].is_number_integer()) r.devices = j["devices"].get<int64_t>();
   if (j.contains("lone_speedup")) r.lone_speedup = std::max(1.0, positive(j, "lone_speedup", "", path));
   return r;
@@ -92,6 +109,7 @@ nlohmann::json machine_rates_json(const MachineRates& r) {
                    {"devices", r.devices}, {"lone_speedup", r.lone_speedup}};
   for (const auto& [name, link] : r.axes) j["axes"][name] = link_json(link);
   for (const auto& [n, link] : r.group_sizes) j["group_sizes"][std::to_string(n)] = link_json(link);
+  for (const auto& [n, link] : r.gather_group_sizes) j["gather_group_sizes"][std::to_string(n)] = link_json(link);
   return j;
 }
 

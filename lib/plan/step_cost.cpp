@@ -123,7 +123,7 @@ double tensor_parallel_s(const Config& config, const ModelLayout& layout, const 
 double context_parallel_s(const Config& config, const ModelLayout& layout, const StageShape& s, const MachineRates& r) {
   const int64_t n = layout.cp_size();
   if (n == 1) return 0;
-  const LinkRate link = r.link(layout.context_axes, n);
+  const LinkRate link = s.ring ? r.link(layout.context_axes, n) : r.gather_link(layout.context_axes, n);
   const double kv = s.tokens * static_cast<double>(n) * 2 * s.C / static_cast<double>(s.tp_heads) * kFloatBytes;
   const double replays = config.runtime.remat == "none" ? 0 : 1;
   if (s.ring) {
@@ -147,7 +147,7 @@ double fsdp_s(const Config& config, const ModelLayout& layout, int64_t rank, con
     const auto shape = p.gathered_shape();
     const double bytes = kFloatBytes * static_cast<double>(std::accumulate(shape.begin(), shape.end(), int64_t{1},
                                                                           std::multiplies<>()));
-    t += (gathers + 1) * ring_gather(r.link(axes, n), bytes, n);
+    t += (gathers + 1) * ring_gather(r.gather_link(axes, n), bytes, n);
   }
   return t;
 }

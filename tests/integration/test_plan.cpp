@@ -18,7 +18,8 @@ namespace {
 // Rates written by hand, as for a cluster one is not on (docs/planner.md), so that the ranking
 // does not depend on this machine's load.
 const char* kRates = R"({"matmul_TFLOPs": 0.05, "memory_GBps": 10,
-  "group_sizes": {"2": {"latency_us": 50, "bandwidth_GBps": 2}, "4": {"latency_us": 80, "bandwidth_GBps": 1.5}}})";
+  "group_sizes": {"2": {"latency_us": 50, "bandwidth_GBps": 2}, "4": {"latency_us": 80, "bandwidth_GBps": 1.5}},
+  "gather_group_sizes": {"4": {"latency_us": 120, "bandwidth_GBps": 0.5}}})";
 
 // The tiny run, shortened: 6 steps, one evaluation at the end.
 const std::vector<std::string> kShort = {"--set", "train.steps=6", "--set", "train.decay_steps=6", "--set",
@@ -111,11 +112,13 @@ TEST_CASE("plan: ranked by predicted step time, within the budget, and compute i
   // Context parallelism over 4: each device holds a quarter of every row's positions, the same
   // tokens as DP4 (their queries attend over all T keys); per block the (B, T, 2C) keys and values
   // are gathered forward and their gradients reduce-scattered backward, each a ring over 4 devices
-  // (80 us, 1.5 GB/s), and the gradients are all-reduced over the context axis.
-  const double kv_bytes = 8 * T * 2 * C * 4, kv_ring = 80e-6 + 0.75 * kv_bytes / 1.5e9;
+  // at the gathers' own rate (120 us, 0.5 GB/s), and the gradients are all-reduced over the
+  // context axis.
+  const double kv_bytes = 8 * T * 2 * C * 4, kv_ring = 120e-6 + 0.75 * kv_bytes / 0.5e9;
   // By ring: 9 of the 16 (chunk x chunk) attention blocks, 3.5 passes of them (the backward
   // replays the scores); per block 3 shifts of a member's keys and values forward, 3 of them and
-  // 4 of their gradients backward, each a point-to-point step at the same rate.
+  // 4 of their gradients backward, each a point-to-point step at the all-reduce link's rate
+  // (80 us, 1.5 GB/s).
   const double core = 3 * B * T * L * 4 * T * C;
   const double ring_flops = flops - core + core * 9.0 / 16 * 3.5 / 3;
   const double shift = 80e-6 + kv_bytes / 4 / 1.5e9;
@@ -221,6 +224,9 @@ TEST_CASE("calibrate: 2 worker processes measure rates that --plan then reads") 
   CHECK(j["memory_GBps"].get<double>() > 0);
   CHECK(j["group_sizes"]["2"]["bandwidth_GBps"].get<double>() > 0);
   CHECK(j["group_sizes"]["2"]["latency_us"].get<double>() >= 0);
+  CHECK(j["gather_group_sizes"]["2"]["bandwidth_GBps"].get<double>() > 0);
+  CHECK(j["gather_group_sizes"]["2"]["latency_us"].get<double>() >= 0);
+  CHECK(j["attention_TFLOPs"].get<double>() > 0);
   const auto planned = run_process({binary_path("spmd-inspect"), "--config", run.config, "--plan", "--devices", "2",
                                     "--rates", rates},
                                    {}, 60);
