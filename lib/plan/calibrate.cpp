@@ -122,6 +122,13 @@ double memory_rate(const Communicator& comm) {
   return world_mean(comm, 3.0 * 4 * static_cast<double>(n) / s);
 }
 
+// Latency and bandwidth from two timings of a collective that moves `small` and `large` bytes
+// over the wire: t = latency + bytes / bandwidth.
+LinkRate fit_link(double small, double t_small, double large, double t_large) {
+  const double bandwidth = (large - small) / std::max(t_large - t_small, 1e-9);
+  return {std::max(0.0, t_small - small / bandwidth), bandwidth};
+}
+
 LinkRate all_reduce_rate(const Communicator& comm, const std::vector<std::string>& axes) {
   const Group& group = comm.along(axes);
   const int64_t n = group.size();
@@ -133,10 +140,9 @@ LinkRate all_reduce_rate(const Communicator& comm, const std::vector<std::string
     comm.world().barrier();
     return world_mean(comm, seconds_per_call(reduce, calls));
   };
-  const double t_small = time_bytes(small), t_large = time_bytes(large);
-  const double wire = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
-  const double bandwidth = wire * (large - small) / std::max(t_large - t_small, 1e-9);
-  return {std::max(0.0, t_small - wire * small / bandwidth), bandwidth};
+  const double wire = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);  // ring: 2(n-1)/n S
+  const double t_small = time_bytes(small), t_large = time_bytes(large);  // in this order on every rank
+  return fit_link(wire * small, t_small, wire * large, t_large);
 }
 
 // An all-gather and a reduce-scatter of the same full tensor, their mean fitted to
@@ -156,10 +162,10 @@ LinkRate gather_rate(const Communicator& comm, const std::vector<std::string>& a
     return world_mean(comm, seconds_per_call(gather_scatter, calls) / 2);
   };
   const int64_t small = 1024, large = 1 << 20;  // floats per member
-  const double t_small = time_bytes(small), t_large = time_bytes(large);
-  const double wire = static_cast<double>(n - 1) / static_cast<double>(n) * 4.0 * static_cast<double>(n);
-  const double bandwidth = wire * static_cast<double>(large - small) / std::max(t_large - t_small, 1e-9);
-  return {std::max(0.0, t_small - wire * static_cast<double>(small) / bandwidth), bandwidth};
+  // A ring gather of the full n-member tensor moves (n-1)/n of its bytes.
+  const double wire = static_cast<double>(n - 1) * 4.0;  // per float of a member's share
+  const double t_small = time_bytes(small), t_large = time_bytes(large);  // in this order on every rank
+  return fit_link(wire * static_cast<double>(small), t_small, wire * static_cast<double>(large), t_large);
 }
 
 // Axes p0, p1, ... of the prime factors of N: the groups along the last k axes have the suffix
