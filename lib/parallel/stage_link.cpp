@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include <fmt/ranges.h>
+
 #include "util/error.h"
 
 namespace spmd {
@@ -58,10 +60,35 @@ at::Tensor StageLink::receive_gradient(int64_t microbatch, int64_t chunk, at::In
   return grad;
 }
 
+void StageLink::post_receive_activation(int64_t microbatch, int64_t chunk, at::IntArrayRef shape) {
+  SPMD_ASSERT(!embeds(chunk), "the first virtual stage receives no activations");
+  const int tag = activation_tag(microbatch, virtual_stage(chunk) - 1);
+  at::Tensor buffer = at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(p2p_device()));
+  PendingCollective work = p2p_->receive_async(buffer, previous_stage(), tag);
+  posted_[tag] = {buffer, std::move(work)};
+}
+
+void StageLink::post_receive_gradient(int64_t microbatch, int64_t chunk, at::IntArrayRef shape) {
+  SPMD_ASSERT(!ends(chunk), "the last virtual stage receives no gradients");
+  const int tag = gradient_tag(microbatch, virtual_stage(chunk));
+  at::Tensor buffer = at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(p2p_device()));
+  PendingCollective work = p2p_->receive_async(buffer, next_stage(), tag);
+  posted_[tag] = {buffer, std::move(work)};
+}
+
 at::Tensor StageLink::receive(int peer, int tag, at::IntArrayRef shape, const at::TensorOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  at::Tensor buffer = at::empty(shape, options.device(p2p_device()));
-  p2p_->receive(buffer, peer, tag);
+  at::Tensor buffer;
+  if (auto posted = posted_.find(tag); posted != posted_.end()) {
+    SPMD_ASSERT(posted->second.buffer.sizes() == shape && posted->second.buffer.dtype() == options.dtype(),
+                "receive of {} posted as {} (fp32)", shape.vec(), posted->second.buffer.sizes().vec());
+    posted->second.work.wait();
+    buffer = posted->second.buffer;
+    posted_.erase(posted);
+  } else {
+    buffer = at::empty(shape, options.device(p2p_device()));
+    p2p_->receive(buffer, peer, tag);
+  }
   receive_wait_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return buffer.to(device_);
 }

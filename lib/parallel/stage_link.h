@@ -50,6 +50,13 @@ class StageLink {
   at::Tensor receive_gradient(int64_t microbatch, int64_t chunk, at::IntArrayRef shape, const at::TensorOptions& options);
   void finish_sends();
 
+  // Posts now the receive that receive_activation / receive_gradient of (microbatch, chunk) will
+  // take later (`shape`: the stream's local shape, fp32), so that the message moves while this
+  // stage computes: Gloo's TCP transport sends a message's bytes only once the receiver says its
+  // receive is posted, a round trip of both ranks' I/O threads if posted only when needed.
+  void post_receive_activation(int64_t microbatch, int64_t chunk, at::IntArrayRef shape);
+  void post_receive_gradient(int64_t microbatch, int64_t chunk, at::IntArrayRef shape);
+
   // A 0-dim value known on the last stage (zero elsewhere), summed over the stage line so that
   // every stage has it.
   at::Tensor from_last_stage(const at::Tensor& value) const;
@@ -76,6 +83,11 @@ class StageLink {
   std::map<std::pair<int64_t, int64_t>, PendingCollective> activation_sends_;  // by (microbatch, chunk)
   std::vector<PendingCollective> gradient_sends_;
   double receive_wait_ms_ = 0;
+  struct PostedReceive {
+    at::Tensor buffer;
+    PendingCollective work;
+  };
+  std::map<int, PostedReceive> posted_;  // by tag
 };
 
 }  // namespace spmd

@@ -65,7 +65,10 @@ class StepPasses {
     loss_sum_ = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(inputs_.device()));
     s_.grad_sync->begin(microbatches_);
     const PipelineShape shape{s_.config.runtime.pipeline_schedule, link_.stages(), link_.chunks(), microbatches_};
-    for (const auto& pass : stage_passes(shape, link_.stage())) {
+    const std::vector<PipelinePass> passes = stage_passes(shape, link_.stage());
+    for (size_t i = 0; i < passes.size(); ++i) {
+      const PipelinePass& pass = passes[i];
+      if (i + 1 < passes.size()) post_receive(passes[i + 1]);  // lands while this pass computes
       const double cpu_start = thread_cpu_ms(), wait_start = link_.receive_wait_ms();
       const auto start = Clock::now();
       if (pass.kind == PipelinePass::kForward) forward(pass.microbatch, pass.chunk);
@@ -78,6 +81,15 @@ class StepPasses {
   }
 
  private:
+  // The receive a pass will start with, posted ahead (the stream's shape both ways).
+  void post_receive(const PipelinePass& pass) {
+    const auto shape = link_.activation_shape(rows_, inputs_.size(1));
+    if (pass.kind == PipelinePass::kForward && !link_.embeds(pass.chunk))
+      link_.post_receive_activation(pass.microbatch, pass.chunk, shape);
+    if (pass.kind == PipelinePass::kBackward && !link_.ends(pass.chunk))
+      link_.post_receive_gradient(pass.microbatch, pass.chunk, shape);
+  }
+
   InFlight& in_flight(int64_t m, int64_t chunk) { return live_[static_cast<size_t>(m * link_.chunks() + chunk)]; }
 
   void forward(int64_t m, int64_t chunk) {
