@@ -286,7 +286,7 @@ void print_pipeline(const PipelineFigures& f, const spmd::Config& config) {
     replayed.push_back(fmt::format("stage {} {:.1f}% ({:.1f}% with free hand-overs)", s, 100.0 * f.replayed[s],
                                    100.0 * f.replay_free_hops[s]));
   fmt::print("  pipeline replayed  a device per rank (passes' CPU times in schedule order, hand-over {:.2f} ms): "
-             "bubble {:.1f}% ({}), passes {:.1f} ms; from wall times less waits: idle {} ms per stage\n",
+             "bubble {:.1f}% ({}), passes {:.1f} ms; from wall times less waits: idle {:.1f} ms per stage\n",
              f.hop_ms, 100.0 * f.replayed_mean, fmt::join(replayed, ", "), f.replayed_passes_ms,
              fmt::join(f.replayed_wall_wait_ms, "/"));
   fmt::print("  activations        most bytes in flight per stage (autograd graphs): {}\n", fmt::join(memory, ", "));
