@@ -62,17 +62,17 @@ at::Tensor StageLink::receive_gradient(int64_t microbatch, int64_t chunk, at::In
 
 void StageLink::post_receive_activation(int64_t microbatch, int64_t chunk, at::IntArrayRef shape) {
   SPMD_ASSERT(!embeds(chunk), "the first virtual stage receives no activations");
-  const int tag = activation_tag(microbatch, virtual_stage(chunk) - 1);
-  at::Tensor buffer = at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(p2p_device()));
-  PendingCollective work = p2p_->receive_async(buffer, previous_stage(), tag);
-  posted_[tag] = {buffer, std::move(work)};
+  post_receive(previous_stage(), activation_tag(microbatch, virtual_stage(chunk) - 1), shape);
 }
 
 void StageLink::post_receive_gradient(int64_t microbatch, int64_t chunk, at::IntArrayRef shape) {
   SPMD_ASSERT(!ends(chunk), "the last virtual stage receives no gradients");
-  const int tag = gradient_tag(microbatch, virtual_stage(chunk));
+  post_receive(next_stage(), gradient_tag(microbatch, virtual_stage(chunk)), shape);
+}
+
+void StageLink::post_receive(int peer, int tag, at::IntArrayRef shape) {
   at::Tensor buffer = at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(p2p_device()));
-  PendingCollective work = p2p_->receive_async(buffer, next_stage(), tag);
+  PendingCollective work = p2p_->receive_async(buffer, peer, tag);
   posted_[tag] = {buffer, std::move(work)};
 }
 

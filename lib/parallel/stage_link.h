@@ -72,6 +72,7 @@ class StageLink {
   int next_stage() const { return static_cast<int>((stage_ + 1) % stages_); }
   int previous_stage() const { return static_cast<int>((stage_ + stages_ - 1) % stages_); }
   at::Tensor receive(int peer, int tag, at::IntArrayRef shape, const at::TensorOptions& options);
+  void post_receive(int peer, int tag, at::IntArrayRef shape);  // fp32, taken by receive()
   c10::Device p2p_device() const;  // where transferred tensors live (host memory for Gloo)
   at::Tensor to_p2p(const at::Tensor& t) const;
 

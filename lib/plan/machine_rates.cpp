@@ -36,16 +36,19 @@ nlohmann::json link_json(const LinkRate& l) {
 }
 }  // namespace
 
+bool MachineRates::names_all(const std::vector<std::string>& names) const {
+  return !names.empty() && std::all_of(names.begin(), names.end(), [&](const auto& n) { return axes.count(n) > 0; });
+}
+
 LinkRate MachineRates::link(const std::vector<std::string>& names, int64_t group_size) const {
-  bool all_named = !names.empty();
-  LinkRate slowest{0, std::numeric_limits<double>::infinity()};
-  for (const auto& n : names) {
-    auto it = axes.find(n);
-    if (it == axes.end()) { all_named = false; break; }
-    slowest.latency_s = std::max(slowest.latency_s, it->second.latency_s);
-    slowest.bytes_per_s = std::min(slowest.bytes_per_s, it->second.bytes_per_s);
+  if (names_all(names)) {
+    LinkRate slowest{0, std::numeric_limits<double>::infinity()};
+    for (const auto& n : names) {
+      slowest.latency_s = std::max(slowest.latency_s, axes.at(n).latency_s);
+      slowest.bytes_per_s = std::min(slowest.bytes_per_s, axes.at(n).bytes_per_s);
+    }
+    return slowest;
   }
-  if (all_named) return slowest;
   auto it = group_sizes.lower_bound(group_size);
   if (it != group_sizes.end()) return it->second;
   std::vector<int64_t> sizes;
@@ -61,9 +64,7 @@ LinkRate MachineRates::link(const std::vector<std::string>& names, int64_t group
 }
 
 LinkRate MachineRates::gather_link(const std::vector<std::string>& names, int64_t group_size) const {
-  const bool all_named =
-      !names.empty() && std::all_of(names.begin(), names.end(), [&](const auto& n) { return axes.count(n) > 0; });
-  if (!all_named)
+  if (!names_all(names))
     if (auto it = gather_group_sizes.lower_bound(group_size); it != gather_group_sizes.end()) return it->second;
   return link(names, group_size);
 }

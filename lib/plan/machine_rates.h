@@ -47,6 +47,9 @@ struct MachineRates {
   // The link for all-gathers and reduce-scatters: as link(), but a group the file does not name by
   // axis uses gather_group_sizes where it has one.
   LinkRate gather_link(const std::vector<std::string>& axes, int64_t group_size) const;
+
+ private:
+  bool names_all(const std::vector<std::string>& names) const;  // every one of them under `axes`
 };
 
 // Reads and checks a rates file; UsageError naming the file and the key when it is malformed.
