@@ -8,7 +8,7 @@
 #include "inspect/memory_verdict.h"
 #include "inspect/report.h"
 #include "parallel/layout.h"
-#include "plan/calibrate.h"
+#include "commands/calibrate_command.h"
 #include "plan/plan_report.h"
 #include "plan/planner.h"
 #include "util/error.h"

@@ -1,5 +1,5 @@
 // spmd-prepare: a corpus (text, JSON Lines; plain, gzip, zstd) -> token files and meta.json for
-// training (argument parsing only; the work is spmd::prepare in lib/data/prepare.h).
+// training (argument parsing only; the work is spmd::prepare in lib/prepare/prepare.h).
 // Exit codes: 0 ok, 2 usage, 1 runtime (a Ctrl-C included: nothing is left behind).
 #include <csignal>
 #include <iostream>
@@ -7,9 +7,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "data/bpe.h"
+#include "tokenizer/bpe.h"
 #include "data/meta.h"
-#include "data/prepare.h"
+#include "prepare/prepare.h"
 #include "util/guarded_main.h"
 
 namespace {

@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "ckpt/export.h"
+#include "hf/hf_export.h"
 #include "comm/backend.h"
 #include "comm/launch_env.h"
 #include "config/config.h"
@@ -16,7 +16,7 @@
 #include "launch/preflight.h"
 #include "launch/preflight_ranks.h"
 #include "launch/restarts.h"
-#include "generate/sample_command.h"
+#include "commands/sample_command.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
 #include "util/caching_cpu_allocator.h"

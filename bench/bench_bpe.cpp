@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <string>
 
-#include "data/bpe.h"
-#include "data/bpe_files.h"
-#include "data/mapped_file.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/bpe_files.h"
+#include "util/mapped_file.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {

@@ -276,9 +276,10 @@ void print_pipeline(const PipelineFigures& f, const spmd::Config& config) {
   fmt::print("  pipeline           {} stages over '{}', {}, {} microbatches: bubble measured {:.1f}% (mean over stages of the "
              "step blocked receiving: {}), theory (p-1)/(vM+p-1) {:.1f}%\n",
              f.stages, f.axis,
-             config.runtime.virtual_stages > 1 ? fmt::format("{} x {} chunks", config.runtime.pipeline_schedule,
-                                                             config.runtime.virtual_stages)
-                                               : config.runtime.pipeline_schedule,
+             config.runtime.virtual_stages > 1
+                 ? fmt::format("{} x {} chunks", spmd::name_of(config.runtime.pipeline_schedule),
+                               config.runtime.virtual_stages)
+                 : spmd::name_of(config.runtime.pipeline_schedule),
              config.train.microbatches, 100.0 * f.bubble_mean,
              fmt::join(stages, ", "), 100.0 * f.bubble_theory);
   std::vector<std::string> replayed;
@@ -297,7 +298,7 @@ nlohmann::json pipeline_json(const PipelineFigures& f, const spmd::Config& confi
   for (double b : f.graph_bytes) graph.push_back(b < 0 ? nlohmann::json() : nlohmann::json(static_cast<int64_t>(b)));
   return {{"axis", f.axis},
           {"stages", f.stages},
-          {"schedule", config.runtime.pipeline_schedule},
+          {"schedule", spmd::name_of(config.runtime.pipeline_schedule)},
           {"virtual_stages", config.runtime.virtual_stages},
           {"microbatches", config.train.microbatches},
           {"bubble_measured_per_stage", f.bubble},
@@ -426,7 +427,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
              mid.data_ms, mid.forward_ms, mid.backward_ms, mid.optimizer_ms, mid.collective_ms);
   fmt::print("  MFU                {:.1f}%  ({:.1f} GFLOP/s achieved of {:.1f} GFLOP/s peak: {} x {}^3 {} matmul (at::mm or the kernels' BLAS), "
              "best of 5 before and after; {:.0f} model FLOPs/token = 6*{} + 12*{}*{}*{})\n",
-             100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, config.model.matmul_dtype, flops_per_token, n_params,
+             100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, spmd::name_of(config.model.matmul_dtype), flops_per_token, n_params,
              m.n_layer, m.block_size, m.n_embd);
   fmt::print("  peak memory        rank 0 {:.1f} MiB | max over ranks {:.1f} MiB (ru_maxrss)", rss_rank0, rss_max);
   if (tensor_peak_known) fmt::print("; tensors on {} {:.1f} MiB (max over ranks)", device.str(), tensor_peak_mib);
@@ -485,7 +486,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["achieved_gflops"] = achieved_gflops;
     j["matmul_peak_gflops"] = peak_gflops;
     j["matmul_peak_size"] = opt.peak_size;
-    j["matmul_dtype"] = config.model.matmul_dtype;
+    j["matmul_dtype"] = spmd::name_of(config.model.matmul_dtype);
     j["mfu"] = mfu;
     j["device"] = device.str();
     j["peak_tensor_mib_max_over_ranks"] = tensor_peak_known ? nlohmann::json(tensor_peak_mib) : nlohmann::json();

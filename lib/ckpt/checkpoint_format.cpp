@@ -1,7 +1,11 @@
-// Names of the checkpoint format's files.
+// Names of the checkpoint format's files, and finding the newest complete step.
 #include "ckpt/checkpoint_format.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
+
+namespace fs = std::filesystem;
 
 namespace spmd {
 
@@ -12,6 +16,20 @@ std::string checkpoint_manifest_name(int64_t rank) { return fmt::format("manifes
 nlohmann::json checkpoint_model_json(const ModelConfig& m) {
   return {{"vocab_size", m.vocab_size}, {"block_size", m.block_size}, {"n_layer", m.n_layer},
           {"n_head", m.n_head},         {"n_embd", m.n_embd},         {"bias", m.bias}};
+}
+
+std::optional<std::string> find_latest_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return std::nullopt;
+  std::string best;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string n = entry.path().filename().string();
+    if (n.rfind("step_", 0) != 0 || n.find(".tmp") != std::string::npos) continue;
+    if (!fs::exists(entry.path() / "index.json")) continue;
+    if (n > best) best = n;
+  }
+  if (best.empty()) return std::nullopt;
+  return dir + "/" + best;
 }
 
 }  // namespace spmd

@@ -1,6 +1,11 @@
-// Names and constants of the on-disk checkpoint format, shared by saving and restoring.
+// The on-disk checkpoint format, shared by saving and restoring (Orbax-style). One directory per step:
+//   <dir>/step_00000100/index.json            rank 0: mesh, rules, config, every array's blocks
+//   <dir>/step_00000100/rank_00003.safetensors each rank: the blocks it writes (ckpt/shard_writer.h)
+// Written under step_XXXXXXXX.tmp, fsynced, renamed by rank 0 once every rank is done
+// (ckpt/checkpoint_commit.h): a crash mid-save leaves the previous checkpoint as the latest.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,5 +23,8 @@ std::string checkpoint_rank_file_name(int rank);     // rank_00003.safetensors
 std::string checkpoint_manifest_name(int64_t rank);  // manifest_00003.json (inside the temporary dir only)
 // The model's shape as the index records it; restore compares it with the config's.
 nlohmann::json checkpoint_model_json(const ModelConfig& model);
+
+// The newest complete checkpoint (one with index.json) under `dir`, if any.
+std::optional<std::string> find_latest_checkpoint(const std::string& dir);
 
 }  // namespace spmd

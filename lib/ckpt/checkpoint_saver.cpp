@@ -1,4 +1,6 @@
-// The checkpoint writer thread and its commit.
+// One save from the step boundary to the commit: the writer thread, and the agreement on the
+// outcome through the rendezvous store. A save reads top-down: describe the job and stage its blocks
+// (shard_writer), write this rank's file (shard_writer), commit on rank 0 (checkpoint_commit).
 #include "ckpt/checkpoint_saver.h"
 
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "ckpt/checkpoint_commit.h"
 #include "ckpt/checkpoint_format.h"
 #include "util/error.h"
 #include "util/exception_text.h"
@@ -111,6 +114,7 @@ SaveReport CheckpointSaver::wait() {
 SaveReport CheckpointSaver::write_and_commit(const SaveJob& job) {
   const auto start = Clock::now();
   std::string error = error_of([&] { write_rank_files(job, cancelled_); });
+  const auto written = Clock::now();
   if (!error.empty()) {
     error = fmt::format("rank {}: {}", job.rank, error);
     std::error_code ec;  // free what it wrote at once (a full disk); rank 0 removes the directory
@@ -123,7 +127,7 @@ SaveReport CheckpointSaver::write_and_commit(const SaveJob& job) {
   } catch (const std::exception& e) {
     outcome = failure_message(job, "the rendezvous store failed: " + exception_text(e));
   }
-  return {job.step, job.final_dir, outcome, std::chrono::duration<double>(Clock::now() - start).count()};
+  return {job.step, job.final_dir, outcome, std::chrono::duration<double>(Clock::now() - start).count(), written};
 }
 
 std::string CheckpointSaver::commit_on_rank_zero(const SaveJob& job, const std::string& own_error) {

@@ -7,15 +7,16 @@
 // save() returns.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 
-#include "ckpt/checkpoint.h"
-#include "ckpt/checkpoint_save.h"
+#include "ckpt/checkpoint_state.h"
 #include "ckpt/commit_board.h"
+#include "ckpt/shard_writer.h"
 #include "ckpt/staging_buffer.h"
 
 namespace spmd {
@@ -26,6 +27,7 @@ struct SaveReport {
   std::string dir;     // the final directory (complete when error is empty)
   std::string error;   // empty: committed; else what failed, the directory, and the latest checkpoint
   double seconds = 0;  // from the step boundary to the commit
+  std::chrono::steady_clock::time_point written{};  // when this rank's file was written and fsynced
 };
 
 class CheckpointSaver {

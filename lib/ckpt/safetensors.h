@@ -9,7 +9,7 @@
 
 #include <ATen/ATen.h>
 
-#include "data/mapped_file.h"
+#include "util/mapped_file.h"
 
 namespace spmd {
 

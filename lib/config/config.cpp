@@ -44,7 +44,7 @@ const Section<ModelConfig>& model_section() {
       positive("n_embd", &M::n_embd),
       fraction("dropout", &M::dropout),
       plain("bias", &M::bias),
-      choice("matmul_dtype", &M::matmul_dtype, {"float32", "bfloat16"}),
+      enum_choice("matmul_dtype", &M::matmul_dtype, {MatmulDtype::kFloat32, MatmulDtype::kBFloat16}),
   }};
   return section;
 }
@@ -139,12 +139,13 @@ const Section<RuntimeConfig>& runtime_section() {
           .also([](const R& rt) { return rt.grad_bucket_mb <= 1048576; },
                 "expected at most 1048576 (1 TiB)"),
       plain("fsdp_prefetch", &R::fsdp_prefetch),
-      choice("pipeline_schedule", &R::pipeline_schedule, {"1f1b", "gpipe", "interleaved"}),
+      enum_choice("pipeline_schedule", &R::pipeline_schedule,
+                  {PipelineSchedule::kOneFOneB, PipelineSchedule::kGPipe, PipelineSchedule::kInterleaved}),
       at_least("virtual_stages", &R::virtual_stages, 1)
           .emitted_if([](const R& rt) { return rt.virtual_stages != 1; }),
-      choice("remat", &R::remat, {"none", "full", "selective"}),
-      choice("context_exchange", &R::context_exchange, {"all_gather", "ring"})
-          .emitted_if([](const R& rt) { return rt.context_exchange != "all_gather"; }),
+      enum_choice("remat", &R::remat, {Remat::kNone, Remat::kFull, Remat::kSelective}),
+      enum_choice("context_exchange", &R::context_exchange, {ContextExchange::kAllGather, ContextExchange::kRing})
+          .emitted_if([](const R& rt) { return rt.context_exchange != ContextExchange::kAllGather; }),
       checked("pipeline_layers", &R::pipeline_layers, all_positive,
               "expected a list of positive block counts, one per pipeline stage")
           .emitted_if([](const R& rt) { return !rt.pipeline_layers.empty(); }),

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.h"  // PipelineSchedule, Remat, ContextExchange, MatmulDtype and their names
 #include "mesh/sharding.h"  // ShardingRule: the rules are the mesh's values, read from YAML here
 
 namespace spmd {
@@ -24,7 +25,7 @@ struct ModelConfig {
   bool bias = true;          // biases in linear layers and LayerNorms
   // Operands of the dense products and the LM head: float32, or bfloat16 (float32 accumulation,
   // as autocast); parameters, optimizer state, attention, LayerNorm and the loss stay float32.
-  std::string matmul_dtype = "float32";
+  MatmulDtype matmul_dtype = MatmulDtype::kFloat32;
 };
 
 struct DataConfig {
@@ -56,7 +57,7 @@ struct TrainConfig {
   int64_t microbatches = 1;
   int64_t sample_every = 0;    // print a short generated text every N steps (llm.c's); 0: never
   // A Hugging Face GPT-2 checkpoint to start from (model.safetensors, or a directory holding it and
-  // config.json; lib/ckpt/hf_import.h): parameters only; optimizer and step start fresh. Ignored
+  // config.json; lib/hf/hf_import.h): parameters only; optimizer and step start fresh. Ignored
   // with --resume (the checkpoint wins). Empty: the usual random init.
   std::string init_from;
 };
@@ -84,17 +85,17 @@ struct RuntimeConfig {
   bool fsdp_prefetch = true;     // start the next FSDP weight's all-gather while this layer computes
   // Pipeline stages (a `layers` sharding rule): the order of microbatch passes on each stage, and
   // an explicit number of blocks per virtual stage (empty: n_layer split evenly).
-  std::string pipeline_schedule = "1f1b";  // 1f1b | gpipe | interleaved
+  PipelineSchedule pipeline_schedule = PipelineSchedule::kOneFOneB;  // 1f1b | gpipe | interleaved
   // Interleaved 1F1B: block chunks per stage; chunk k of stage s is virtual stage k * stages + s.
   int64_t virtual_stages = 1;
   std::vector<int64_t> pipeline_layers;
   // Activation recomputation: none | full (keep each block's input, recompute the block in
   // backward) | selective (recompute the attention core, keep the matmul outputs).
-  std::string remat = "none";
+  Remat remat = Remat::kNone;
   // Context parallelism's exchange of keys and values: all_gather (each block gathers the whole
   // sequence's) | ring (they travel around the context axes; only the blocks the causal mask
   // leaves visible are computed, and no (T/cp, T) probabilities are kept).
-  std::string context_exchange = "all_gather";
+  ContextExchange context_exchange = ContextExchange::kAllGather;
 };
 
 struct Config {

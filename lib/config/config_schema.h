@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include "config/choices.h"
 #include "config/yaml_reader.h"
 
 namespace spmd::schema {
@@ -107,6 +109,25 @@ Field<S> choice(const std::string& key, std::string S::*member, std::vector<std:
                    return std::find(choices.begin(), choices.end(), v) != choices.end();
                  },
                  expected);
+}
+
+// One of `choices` (listed in messages in this order), spelled in YAML as name_of gives it and
+// held as the enum: the one place these names are parsed.
+template <class S, class E>
+Field<S> enum_choice(const std::string& key, E S::*member, std::vector<E> choices) {
+  std::vector<std::string> names;
+  for (E value : choices) names.push_back(name_of(value));
+  const std::string expected = fmt::format("expected one of {}", fmt::join(names, ", "));
+  auto read = [key, member, choices = std::move(choices), expected](const MapReader& r, S& s) {
+    if (!r.has(key)) return;
+    std::string name;
+    r.read(key, name);
+    const std::optional<E> value = parse_choice(name, choices);
+    r.check(key, value.has_value(), expected);
+    s.*member = *value;
+  };
+  auto emit = [key, member](YAML::Emitter& out, const S& s) { emit_value(out, key, name_of(s.*member)); };
+  return {key, read, emit};
 }
 
 // ---------------------------------------------------------------------------------- sections

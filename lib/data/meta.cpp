@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/bpe.h"
-#include "data/bpe_files.h"
-#include "data/utf8.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/bpe_files.h"
+#include "tokenizer/utf8.h"
 #include "util/error.h"
 
 namespace spmd {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/mapped_file.h"
+#include "util/mapped_file.h"
 
 namespace spmd {
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_restore.h"
 #include "comm/backend.h"
 #include "data/dataset_tokenizer.h"
 #include "model/gpt2.h"
@@ -29,7 +29,8 @@ Config sampling_config(const std::string& checkpoint, const std::string& config_
     if (rule.logical == "layers") rule.mesh_axes.clear();  // no stages: decoding is one position deep
   config.runtime.pipeline_layers.clear();
   config.runtime.virtual_stages = 1;  // an interleaved run's checkpoint samples unstaged too
-  if (config.runtime.pipeline_schedule == "interleaved") config.runtime.pipeline_schedule = "1f1b";
+  if (config.runtime.pipeline_schedule == PipelineSchedule::kInterleaved)
+    config.runtime.pipeline_schedule = PipelineSchedule::kOneFOneB;
   config.train.microbatches = 1;
   return config;
 }

@@ -77,8 +77,8 @@ int64_t stage_input_bytes(const DeviceShapes& d, bool first_stage) {
   return bytes;
 }
 
-int64_t block_bytes(const DeviceShapes& d, const std::string& remat) {
-  if (remat == "full") return d.stream_bytes();  // its output, the next block's (or ln_f's) input
+int64_t block_bytes(const DeviceShapes& d, Remat remat) {
+  if (remat == Remat::kFull) return d.stream_bytes();  // its output, the next block's (or ln_f's) input
   const int64_t N = d.full_tokens();
   const int64_t probs = d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;  // (B, H', T/c, T)
   int64_t bytes = 2 * d.stream_bytes()                            // h = x + attn, and the output
@@ -87,19 +87,19 @@ int64_t block_bytes(const DeviceShapes& d, const std::string& remat) {
                   + N * d.heads * d.head_dim * d.attn_proj_in     // attention output: c_proj's input
                   + N * d.mlp * (kFloatBytes + d.mlp_proj_in)     // GELU derivative (or input), GELU output
                   + d.block_weight_copies;
-  if (d.sdpa_attention && remat != "full") {
+  if (d.sdpa_attention && remat != Remat::kFull) {
     // bf16 q, k, v and output, fp32 log-sum-exp per (row, head, position); nothing else to drop.
     return bytes + N * 4 * d.heads * d.head_dim * 2 + d.B * d.heads * d.T * kFloatBytes;
   }
   bytes += N * 3 * d.heads * d.head_dim * kFloatBytes;  // qkv: attention's (or its recomputation's) input
-  if (remat == "none" && !d.ring_attention) bytes += probs;
+  if (remat == Remat::kNone && !d.ring_attention) bytes += probs;
   // Under context parallelism selective recomputation draws the attention mask in the replay.
-  const bool mask_kept = remat == "none" || d.context_split == 1;
+  const bool mask_kept = remat == Remat::kNone || d.context_split == 1;
   if (d.dropout) bytes += (mask_kept ? probs : 0) + 2 * d.stream_bytes();  // attention mask; the two residual masks
-  if (d.ring_attention && remat == "none") {
+  if (d.ring_attention && remat == Remat::kNone) {
     // The output in head-major order, and its log-sum-exp per (row, head, position).
     bytes += N * d.heads * d.head_dim * kFloatBytes + d.B * d.heads * (d.T / d.context_split) * kFloatBytes;
-  } else if (d.context_split > 1 && remat == "none") {
+  } else if (d.context_split > 1 && remat == Remat::kNone) {
     bytes += d.B * d.T * 2 * d.heads * d.head_dim * kFloatBytes;  // the gathered keys and values
     if (d.dropout) bytes += probs;                                // the dropped probabilities
   }
@@ -115,8 +115,8 @@ int64_t head_bytes(const DeviceShapes& d) {
 }
 
 // What the block being backwarded recomputes and holds: the internals remat none keeps.
-int64_t replayed_block_bytes(const DeviceShapes& d, const std::string& remat) {
-  return remat == "none" ? 0 : block_bytes(d, "none") - block_bytes(d, remat);
+int64_t replayed_block_bytes(const DeviceShapes& d, Remat remat) {
+  return remat == Remat::kNone ? 0 : block_bytes(d, Remat::kNone) - block_bytes(d, remat);
 }
 
 // The widest op's gradients in and out: attention's probabilities (B, H', T/c, T) unless the
@@ -131,9 +131,8 @@ int64_t backward_working_set(const DeviceShapes& d) {
   return 2 * std::max(hidden, probs);
 }
 
-ActivationParts activation_parts(const DeviceShapes& d, const std::string& remat, int64_t layers, bool first_stage,
+ActivationParts activation_parts(const DeviceShapes& d, Remat remat, int64_t layers, bool first_stage,
                                  bool last_stage) {
-  SPMD_ASSERT(remat == "none" || remat == "full" || remat == "selective", "unknown remat policy '{}'", remat);
   ActivationParts a;
   a.stage_input = stage_input_bytes(d, first_stage);
   a.per_block = block_bytes(d, remat);
@@ -144,7 +143,7 @@ ActivationParts activation_parts(const DeviceShapes& d, const std::string& remat
 
 // The stage's passes in a step: the schedule's, or without stages each microbatch's forward then
 // its backward (gradient accumulation).
-std::vector<PipelinePass> step_passes(const PipelineLayout& pipeline, const std::string& schedule,
+std::vector<PipelinePass> step_passes(const PipelineLayout& pipeline, PipelineSchedule schedule,
                                       int64_t microbatches, int64_t stage) {
   if (!pipeline.axis.empty()) return stage_passes({schedule, pipeline.stages(), pipeline.chunks, microbatches}, stage);
   std::vector<PipelinePass> passes;
@@ -198,7 +197,7 @@ int64_t bucketed_gradient_bytes(const ModelLayout& layout, int64_t rank) {
   return bytes;
 }
 
-int64_t operand_bytes(const std::string& matmul_dtype) { return matmul_dtype == "bfloat16" ? 2 : kFloatBytes; }
+int64_t operand_bytes(MatmulDtype matmul_dtype) { return matmul_dtype == MatmulDtype::kBFloat16 ? 2 : kFloatBytes; }
 
 // Whether the runtime all-gathers this weight (over more than one device) before using it.
 bool gathered(const ModelLayout& layout, const ParamLayout& p) {
@@ -221,8 +220,8 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.seq_split = layout.mesh.axes_size(layout.seq_axes);
   d.context_split = layout.cp_size();
   d.dropout = m.dropout > 0;
-  d.sdpa_attention = m.matmul_dtype == "bfloat16" && !d.dropout && d.context_split == 1;
-  d.ring_attention = d.context_split > 1 && layout.context_exchange == "ring";
+  d.sdpa_attention = m.matmul_dtype == MatmulDtype::kBFloat16 && !d.dropout && d.context_split == 1;
+  d.ring_attention = d.context_split > 1 && layout.context_exchange == ContextExchange::kRing;
   // A dense layer keeps its input in the operand dtype (and a bf16 copy of its weight), except an
   // FSDP layer, which keeps its fp32 input and gathers the weight again in backward.
   const int64_t operand = operand_bytes(m.matmul_dtype);
@@ -242,14 +241,14 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
 }
 }  // namespace
 
-int64_t microbatches_in_flight(const PipelineLayout& pipeline, const std::string& schedule, int64_t microbatches,
+int64_t microbatches_in_flight(const PipelineLayout& pipeline, PipelineSchedule schedule, int64_t microbatches,
                                int64_t stage) {
   if (pipeline.axis.empty()) return 1;
   return max_in_flight(stage_passes({schedule, pipeline.stages(), pipeline.chunks, microbatches}, stage));
 }
 
 MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, int64_t microbatches, int64_t rank,
-                               const std::string& schedule, const std::string& remat) {
+                               PipelineSchedule schedule, Remat remat) {
   MemoryEstimate e;
   for (const auto& p : layout.params) {
     if (!p.sharding.holds(rank)) continue;  // another pipeline stage's
@@ -303,7 +302,7 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
 }
 
 int64_t stage_activation_bytes(const ModelLayout& layout, int64_t global_batch, int64_t microbatches, int64_t rank,
-                               const std::string& remat) {
+                               Remat remat) {
   const PipelineLayout& pipeline = layout.pipeline;
   const int64_t stage = layout.stage_of(rank), last = pipeline.stages() - 1;
   const DeviceShapes d = device_shapes(layout, global_batch / layout.dp_size() / microbatches);
@@ -339,7 +338,7 @@ int64_t fullest_stage(const std::vector<MemoryEstimate>& stages) {
 }
 
 MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch, int64_t microbatches,
-                                         const std::string& remat) {
+                                         Remat remat) {
   MemoryEstimate e;
   for (const auto& p : gpt2_param_table(model, model.vocab_size)) e.params += product(p.shape) * kFloatBytes;
   e.grads = e.params;

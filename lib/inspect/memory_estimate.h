@@ -42,12 +42,12 @@ struct MemoryEstimate {
   int64_t activations_per_microbatch = 0;  // one microbatch through this device's blocks (one chunk's when interleaved)
   int64_t microbatches_in_flight = 1;      // forwarded, not yet backwarded, at the worst moment
   ActivationParts activation_parts;        // activations_per_microbatch by where it is kept
-  std::string remat = "none";              // runtime.remat the activations assume
+  Remat remat = Remat::kNone;              // runtime.remat the activations assume
   std::vector<std::string> sequence_parallel_axes;  // the residual stream's sequence split (empty: none)
   int64_t sequence_parallel_degree = 1;             // positions of the stream held: T / this
   std::vector<std::string> context_parallel_axes;   // every activation's head-tail split (empty: none)
   int64_t context_parallel_degree = 1;              // positions of every activation held: T / this
-  std::string context_exchange = "all_gather";      // attention's keys and values: all_gather | ring
+  ContextExchange context_exchange = ContextExchange::kAllGather;  // how attention gets keys and values
   int64_t total() const {
     return params + grads + optimizer + fsdp_gathered + gradient_copies + gradient_sends + backward_working_set +
            recompute + activations;
@@ -58,23 +58,23 @@ struct MemoryEstimate {
 // under `schedule` (1f1b: min(stages - stage, M); gpipe: M; interleaved: (microbatch, chunk)
 // pairs, each holding one chunk's blocks). Without stages, 1 (plain gradient accumulation runs
 // each microbatch's backward right after its forward).
-int64_t microbatches_in_flight(const PipelineLayout& pipeline, const std::string& schedule, int64_t microbatches,
+int64_t microbatches_in_flight(const PipelineLayout& pipeline, PipelineSchedule schedule, int64_t microbatches,
                                int64_t stage);
 
 // Bytes on the device `rank`: fp32 parameters, gradients and AdamW state of its pipeline stage
 // (all without stages), and the activations its blocks keep for backward for global_batch /
-// data-parallel degree / microbatches rows under `remat` (none | full | selective), times the
-// microbatches in flight on its stage under `schedule`. Sequence parallelism comes from the layout.
+// data-parallel degree / microbatches rows under `remat`, times the microbatches in flight on its
+// stage under `schedule`. Sequence parallelism comes from the layout.
 MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, int64_t microbatches = 1,
-                               int64_t rank = 0, const std::string& schedule = "1f1b",
-                               const std::string& remat = "none");
+                               int64_t rank = 0, PipelineSchedule schedule = PipelineSchedule::kOneFOneB,
+                               Remat remat = Remat::kNone);
 
 // The activation bytes one microbatch keeps through all of `rank`'s blocks under `remat`: for an
 // interleaved stage the sum over its chunks, each with its own input stream (estimate_memory's
 // activations_per_microbatch is the largest chunk's, what one (microbatch, chunk) in flight holds);
 // otherwise activations_per_microbatch. What the cost model's elementwise traffic passes over.
 int64_t stage_activation_bytes(const ModelLayout& layout, int64_t global_batch, int64_t microbatches, int64_t rank,
-                               const std::string& remat);
+                               Remat remat);
 
 // One estimate per pipeline stage (one without stages), each on the stage's first rank (the ranks
 // of a stage are alike in the layouts we support), for the config's batch, microbatches, schedule
@@ -85,6 +85,6 @@ int64_t fullest_stage(const std::vector<MemoryEstimate>& stages);  // the larges
 
 // The same model on one device with everything replicated (microbatches of global_batch / microbatches).
 MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch, int64_t microbatches = 1,
-                                         const std::string& remat = "none");
+                                         Remat remat = Remat::kNone);
 
 }  // namespace spmd

@@ -17,7 +17,7 @@ namespace {
 std::string remedy(const std::string& term, const Config& config, const MemoryEstimate& e) {
   if (term == "activations") {
     std::vector<std::string> ways;
-    if (config.runtime.remat != "full") ways.push_back("runtime.remat: full");
+    if (config.runtime.remat != Remat::kFull) ways.push_back("runtime.remat: full");
     if (e.sequence_parallel_axes.empty()) ways.push_back("sequence parallelism ([seq, model] with a model axis)");
     ways.push_back(fmt::format("more train.microbatches (now {})", config.train.microbatches));
     ways.push_back("a smaller data.batch_size");

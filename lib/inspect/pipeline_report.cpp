@@ -97,8 +97,8 @@ std::string pipeline_text(const Config& config, const ModelLayout& layout) {
   std::string out = fmt::format("pipeline: blocks staged over mesh axis '{}' ({} stages{}), {} schedule, {} "
                                 "microbatches per step\n  {}\n",
                                 layout.pipeline.axis, stages,
-                                shape.chunks > 1 ? fmt::format(" x {} chunks", shape.chunks) : "", shape.schedule,
-                                shape.microbatches, bubble_text(shape));
+                                shape.chunks > 1 ? fmt::format(" x {} chunks", shape.chunks) : "",
+                                name_of(shape.schedule), shape.microbatches, bubble_text(shape));
   std::vector<std::vector<std::string>> rows{
       {"stage", "holds", "params+grads+AdamW",
        shape.chunks > 1 ? "activations = in flight x one microbatch-chunk" : "activations = in flight x one microbatch",
@@ -137,7 +137,7 @@ nlohmann::json pipeline_json(const Config& config, const ModelLayout& layout) {
   }
   return {{"axis", layout.pipeline.axis},
           {"stages", stages},
-          {"schedule", shape.schedule},
+          {"schedule", name_of(shape.schedule)},
           {"virtual_stages", shape.chunks},
           {"microbatches", shape.microbatches},
           {"bubble_fraction", bubble_fraction(shape)},

@@ -38,13 +38,13 @@ nlohmann::json memory_json(const MemoryEstimate& e) {
           {"activations", e.activations},
           {"activations_per_microbatch", e.activations_per_microbatch},
           {"microbatches_in_flight", e.microbatches_in_flight}, {"total", e.total()},
-          {"remat", e.remat},
+          {"remat", name_of(e.remat)},
           {"sequence_parallel", !e.sequence_parallel_axes.empty()},
           {"sequence_parallel_axes", e.sequence_parallel_axes},
           {"sequence_parallel_degree", e.sequence_parallel_degree},
           {"context_parallel_axes", e.context_parallel_axes},
           {"context_parallel_degree", e.context_parallel_degree},
-          {"context_exchange", e.context_exchange},
+          {"context_exchange", name_of(e.context_exchange)},
           {"activation_parts_per_microbatch",
            {{"stage_input", a.stage_input}, {"per_block", a.per_block}, {"blocks", a.blocks}, {"head", a.head}}}};
 }
@@ -52,13 +52,14 @@ nlohmann::json memory_json(const MemoryEstimate& e) {
 // "activations saved for backward (remat full; sequence parallel over model, T/4; 2 microbatches)"
 std::string activations_label(const MemoryEstimate& e) {
   std::vector<std::string> notes;
-  if (e.remat != "none") notes.push_back("remat " + e.remat);
+  if (e.remat != Remat::kNone) notes.push_back("remat " + name_of(e.remat));
   if (!e.sequence_parallel_axes.empty())
     notes.push_back(fmt::format("sequence parallel over {}, T/{}", fmt::join(e.sequence_parallel_axes, "x"),
                                 e.sequence_parallel_degree));
   if (!e.context_parallel_axes.empty())
     notes.push_back(fmt::format("context parallel over {}, T/{}{}", fmt::join(e.context_parallel_axes, "x"),
-                                e.context_parallel_degree, e.context_exchange == "ring" ? ", ring" : ""));
+                                e.context_parallel_degree,
+                                e.context_exchange == ContextExchange::kRing ? ", ring" : ""));
   if (e.microbatches_in_flight > 1) notes.push_back(fmt::format("{} microbatches", e.microbatches_in_flight));
   std::string label = "activations saved for backward";
   return notes.empty() ? label : fmt::format("{} ({})", label, fmt::join(notes, "; "));
@@ -135,16 +136,6 @@ std::string show_text(const ModelLayout& layout, const std::string& name) {
   throw UsageError(fmt::format("--show {}: no such parameter; parameters are: {}", name, fmt::join(names, ", ")));
 }
 }  // namespace
-
-nlohmann::json spec_to_json(const PartitionSpec& spec) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& axes : spec.dims) {
-    if (axes.empty()) out.push_back(nullptr);
-    else if (axes.size() == 1) out.push_back(axes[0]);
-    else out.push_back(axes);
-  }
-  return out;
-}
 
 std::string inspect_text(const Config& config, const ModelLayout& layout, const InspectTextOptions& options) {
   const auto& mesh = layout.mesh;

@@ -21,6 +21,5 @@ struct InspectTextOptions {
 // The memory summary and its verdict first, then the mesh, the batch and the parameter table.
 std::string inspect_text(const Config& config, const ModelLayout& layout, const InspectTextOptions& options);
 nlohmann::json inspect_json(const Config& config, const ModelLayout& layout);
-nlohmann::json spec_to_json(const PartitionSpec& spec);
 
 }  // namespace spmd

@@ -20,8 +20,9 @@ PipelineShape config_shape(const Config& config, const ModelLayout& layout) {
 // none) where the microbatches come in whole groups of `stages`.
 std::vector<PipelineShape> compared_shapes(const Config& config, const ModelLayout& layout) {
   const int64_t p = layout.pipeline.stages(), m = config.train.microbatches;
-  std::vector<PipelineShape> shapes{{"gpipe", p, 1, m}, {"1f1b", p, 1, m}};
-  if (m % p == 0) shapes.push_back({"interleaved", p, std::max<int64_t>(layout.pipeline.chunks, 2), m});
+  std::vector<PipelineShape> shapes{{PipelineSchedule::kGPipe, p, 1, m}, {PipelineSchedule::kOneFOneB, p, 1, m}};
+  if (m % p == 0)
+    shapes.push_back({PipelineSchedule::kInterleaved, p, std::max<int64_t>(layout.pipeline.chunks, 2), m});
   return shapes;
 }
 
@@ -39,7 +40,8 @@ std::vector<int64_t> in_flight_per_stage(const PipelineShape& shape) {
 }
 
 std::string shape_name(const PipelineShape& shape) {
-  return shape.chunks == 1 ? shape.schedule : fmt::format("{} (v = {})", shape.schedule, shape.chunks);
+  const std::string name = name_of(shape.schedule);
+  return shape.chunks == 1 ? name : fmt::format("{} (v = {})", name, shape.chunks);
 }
 }  // namespace
 
@@ -81,7 +83,7 @@ nlohmann::json schedule_json(const Config& config, const ModelLayout& layout) {
   }
   nlohmann::json schedules = nlohmann::json::array();
   for (const auto& s : compared_shapes(config, layout))
-    schedules.push_back({{"schedule", s.schedule},
+    schedules.push_back({{"schedule", name_of(s.schedule)},
                          {"virtual_stages", s.chunks},
                          {"bubble_fraction", bubble_fraction(s)},
                          {"timetable_idle_fraction", pipeline_timetable(s).idle_fraction()},

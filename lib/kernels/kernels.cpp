@@ -27,9 +27,8 @@ at::Tensor reduced_precision_product(const at::Tensor& x, const at::Tensor& w, c
 }
 }  // namespace
 
-at::ScalarType matmul_operand_dtype(const std::string& name) {
-  SPMD_ASSERT(name == "float32" || name == "bfloat16", "matmul dtype '{}'", name);
-  return name == "bfloat16" ? at::kBFloat16 : at::kFloat;
+at::ScalarType matmul_operand_dtype(MatmulDtype dtype) {
+  return dtype == MatmulDtype::kBFloat16 ? at::kBFloat16 : at::kFloat;
 }
 
 at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,

@@ -6,12 +6,14 @@
 
 #include <ATen/ATen.h>
 
+#include "config/choices.h"  // MatmulDtype only: no config, no dependencies
+
 namespace spmd::kernels {
 
 // ---- Dense products ----
 
-// The operand dtype a model.matmul_dtype names ("float32", "bfloat16").
-at::ScalarType matmul_operand_dtype(const std::string& name);
+// The operand dtype of a model.matmul_dtype.
+at::ScalarType matmul_operand_dtype(MatmulDtype dtype);
 
 // x (rows, K) w (K, N) (+ bias (N)), autograd-aware; w may be the transpose of a row-major
 // matrix (a tied (N, K) embedding as the LM head). With an `operand_dtype` other than x's

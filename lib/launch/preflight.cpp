@@ -6,13 +6,13 @@
 
 #include <fmt/format.h>
 
-#include "ckpt/checkpoint.h"
-#include "ckpt/hf_import.h"
+#include "ckpt/checkpoint_restore.h"
+#include "hf/hf_import.h"
 #include "data/dataset_tokenizer.h"
 #include "data/meta.h"
 #include "data/token_file.h"
 #include "data/windows.h"
-#include "train/output_dirs.h"
+#include "launch/output_dirs.h"
 #include "util/error.h"
 
 namespace spmd {

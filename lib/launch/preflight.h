@@ -4,7 +4,7 @@
 // tokenizer, train.init_from, ...) add their check here.
 #pragma once
 #include "config/config.h"
-#include "train/trainer.h"
+#include "config/train_options.h"
 
 namespace spmd {
 

@@ -6,7 +6,7 @@
 
 #include "comm/communicator.h"
 #include "config/config.h"
-#include "train/trainer.h"
+#include "config/train_options.h"
 
 namespace spmd {
 

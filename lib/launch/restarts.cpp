@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_format.h"
 
 namespace spmd {
 

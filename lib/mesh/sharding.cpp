@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "util/did_you_mean.h"
 #include "util/error.h"
@@ -40,6 +41,16 @@ std::string PartitionSpec::to_string() const {
   std::vector<std::string> parts;
   for (const auto& d : dims) parts.push_back(quote_axes(d));
   return fmt::format("P({})", fmt::join(parts, ", "));
+}
+
+nlohmann::json spec_to_json(const PartitionSpec& spec) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& axes : spec.dims) {
+    if (axes.empty()) out.push_back(nullptr);
+    else if (axes.size() == 1) out.push_back(axes[0]);
+    else out.push_back(axes);
+  }
+  return out;
 }
 
 bool PartitionSpec::operator==(const PartitionSpec& other) const {

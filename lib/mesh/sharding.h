@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "mesh/mesh.h"
 
 namespace spmd {
@@ -18,6 +20,9 @@ struct PartitionSpec {
   std::string to_string() const;                              // P(None, 'model')
   bool operator==(const PartitionSpec& other) const;
 };
+
+// As JAX prints it in JSON: [null, "model", ["data", "model"]] (the index, spmd-inspect --json).
+nlohmann::json spec_to_json(const PartitionSpec& spec);
 
 // Where along one mesh axis a tensor lives at all (a pipeline stage's share of the layers): only
 // ranks whose index along `axis` is one of `indices` hold it. No axis: every rank holds it.

@@ -1,4 +1,4 @@
-// Context parallelism's head-tail split of the sequence (DESIGN §7e): a sequence of T positions is
+// Context parallelism's head-tail split of the sequence (docs/context-parallel.md): a sequence of T positions is
 // cut into 2 * size chunks of T / (2 * size), and member `index` of the context axes holds chunks
 // `index` and `2 * size - 1 - index`, so that under the causal mask every member attends over the
 // same number of (query, key) pairs. Mesh-free: a member's place comes in a ContextSplit.

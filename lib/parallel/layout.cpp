@@ -178,11 +178,11 @@ std::vector<int64_t> stage_boundaries(const Config& config, int64_t parts, const
 
 // runtime.virtual_stages goes with the interleaved schedule, and that schedule with at least two.
 int64_t checked_chunks(const RuntimeConfig& rt) {
-  if (rt.pipeline_schedule != "interleaved") {
+  if (rt.pipeline_schedule != PipelineSchedule::kInterleaved) {
     SPMD_CHECK(rt.virtual_stages == 1,
                "runtime.virtual_stages = {} needs runtime.pipeline_schedule: interleaved ({} runs one chunk of blocks "
                "per stage); set the schedule to interleaved or runtime.virtual_stages to 1",
-               rt.virtual_stages, rt.pipeline_schedule);
+               rt.virtual_stages, name_of(rt.pipeline_schedule));
     return 1;
   }
   SPMD_CHECK(rt.virtual_stages >= 2,
@@ -196,7 +196,7 @@ int64_t checked_chunks(const RuntimeConfig& rt) {
 // `stages` (Megatron's constraint), so it needs a multiple.
 void check_pipeline_microbatches(const Config& config, const std::string& axis, int64_t stages) {
   const int64_t m = config.train.microbatches;
-  if (config.runtime.pipeline_schedule == "interleaved") {
+  if (config.runtime.pipeline_schedule == PipelineSchedule::kInterleaved) {
     const int64_t smallest = std::max(stages, (m + stages - 1) / stages * stages);
     SPMD_CHECK(m % stages == 0,
                "train.microbatches = {} does not fit runtime.pipeline_schedule: interleaved over the {} pipeline stages "

@@ -62,9 +62,8 @@ struct ModelLayout {
   std::vector<std::string> context_axes;
   std::vector<ParamLayout> params;       // in gpt2_param_table order
   PipelineLayout pipeline;
-  // How attention exchanges keys and values over the context axes: all_gather | ring
-  // (runtime.context_exchange).
-  std::string context_exchange = "all_gather";
+  // How attention exchanges keys and values over the context axes (runtime.context_exchange).
+  ContextExchange context_exchange = ContextExchange::kAllGather;
 
   int64_t dp_size() const { return mesh.axes_size(batch_axes); }
   int64_t stage_of(int64_t rank) const { return pipeline.axis.empty() ? 0 : mesh.index_along(rank, {pipeline.axis}); }

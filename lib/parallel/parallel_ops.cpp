@@ -14,13 +14,6 @@
 
 namespace spmd {
 
-Remat parse_remat(const std::string& name) {
-  if (name == "full") return Remat::kFull;
-  if (name == "selective") return Remat::kSelective;
-  SPMD_ASSERT(name == "none", "unknown remat policy '{}'", name);
-  return Remat::kNone;
-}
-
 at::Tensor ParallelOps::recomputed(const at::Tensor& x, RecomputedBody body) {
   bodies_.push_back(std::make_unique<RecomputedBody>(std::move(body)));
   return recompute_in_backward(*bodies_.back(), x);
@@ -196,8 +189,10 @@ at::Tensor ParallelOps::context_attention(const at::Tensor& qkv, const std::stri
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0)
     mask = dropout(at::ones({B, H, T_local, T}, qkv.options()), dropout_site, kProbs);
-  if (model_.layout().context_exchange == "ring")
+  if (model_.layout().context_exchange == ContextExchange::kRing) {
+    model_.count_ring_attention_forward();
     return ring_attention(qkv.select(2, 0), qkv.select(2, 1), qkv.select(2, 2), mask, context, split);
+  }
   const at::Tensor kv = gather_context_sequence(qkv.narrow(2, 1, 2), context, split);
   const at::Tensor positions = context_positions(T_local, split, qkv.device());
   return kernels::attention_at_positions(qkv.select(2, 0), kv.select(2, 0), kv.select(2, 1), positions, mask);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "config/choices.h"  // Remat: what the backward recomputes (runtime.remat)
 #include "kernels/kernels.h"
 #include "model/model_ops.h"
 #include "parallel/context_parallel.h"
@@ -21,10 +22,6 @@ struct Microbatch {
   int64_t index = 0;
   int64_t count = 1;
 };
-
-// What the backward recomputes instead of keeping (runtime.remat).
-enum class Remat { kNone, kFull, kSelective };
-Remat parse_remat(const std::string& name);  // none | full | selective
 
 class ParallelOps : public ModelOps {
  public:

@@ -47,9 +47,9 @@ std::vector<PipelinePass> stage_passes(const PipelineShape& shape, int64_t stage
   const int64_t m = shape.microbatches;
   SPMD_ASSERT(stage >= 0 && stage < shape.stages && m >= 1 && shape.chunks >= 1, "stage {} of {}, {} microbatches",
               stage, shape.stages, m);
-  if (shape.schedule == "interleaved") return interleaved_passes(shape, stage);
-  SPMD_ASSERT(shape.chunks == 1, "schedule {} runs one chunk per stage, not {}", shape.schedule, shape.chunks);
-  const int64_t warmup = shape.schedule == "gpipe" ? m : std::min(shape.stages - 1 - stage, m);
+  if (shape.schedule == PipelineSchedule::kInterleaved) return interleaved_passes(shape, stage);
+  SPMD_ASSERT(shape.chunks == 1, "schedule {} runs one chunk per stage, not {}", name_of(shape.schedule), shape.chunks);
+  const int64_t warmup = shape.schedule == PipelineSchedule::kGPipe ? m : std::min(shape.stages - 1 - stage, m);
   return one_forward_one_backward(
       warmup, m, [](int64_t k) { return PipelinePass{PipelinePass::kForward, k}; },
       [](int64_t k) { return PipelinePass{PipelinePass::kBackward, k}; });
@@ -144,7 +144,8 @@ PipelineReplay pipeline_replay(const PipelineShape& shape, const std::vector<std
     if (next[s] < orders[s].size()) stuck.push_back(s);
   if (!stuck.empty())
     throw RuntimeError(fmt::format("{} schedule, {} stages x {} chunks, {} microbatches: stages {} wait on each other",
-                                   shape.schedule, shape.stages, shape.chunks, shape.microbatches, fmt::join(stuck, ", ")));
+                                   name_of(shape.schedule), shape.stages, shape.chunks, shape.microbatches,
+                                   fmt::join(stuck, ", ")));
   replay.makespan = *std::max_element(free_at.begin(), free_at.end());
   return replay;
 }

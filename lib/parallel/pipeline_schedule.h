@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.h"
+
 namespace spmd {
 
 struct PipelinePass {
@@ -20,15 +22,15 @@ struct PipelinePass {
 // A schedule over `stages` ranks, each holding `chunks` virtual stages (chunk k of stage s is
 // virtual stage k * stages + s), running `microbatches` per step.
 struct PipelineShape {
-  std::string schedule;  // gpipe | 1f1b | interleaved
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
   int64_t stages = 1, chunks = 1, microbatches = 1;
   int64_t virtual_stages() const { return stages * chunks; }
 };
 
-// The passes of `stage`, in order. "gpipe": every forward, then every backward. "1f1b": as many
+// The passes of `stage`, in order. GPipe: every forward, then every backward. 1F1B: as many
 // forwards as stages after this one (the warm-up), then one forward and one backward in turn,
 // then the remaining backwards; at most `stages` microbatches' activations at once.
-// "interleaved" (Megatron's virtual pipeline): forwards go through the chunks in groups of
+// Interleaved (Megatron's virtual pipeline): forwards go through the chunks in groups of
 // `stages` microbatches (chunk 0 for the group, then chunk 1, ...), backwards through the chunks in
 // reverse; the warm-up is 2 (stages - 1 - stage) + (chunks - 1) stages forwards. Every order
 // cannot deadlock when sends do not block (pipeline_timetable checks it).

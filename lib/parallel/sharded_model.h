@@ -33,6 +33,10 @@ class ShardedModel {
 
   // Overlaps each FSDP weight's all-gather with the previous layer's compute (on by default).
   FsdpPrefetcher& fsdp_prefetcher() { return prefetcher_; }
+  // How many attention forwards sent keys and values around the context axes (the ring), as
+  // opposed to gathering them: summary.json shows which exchange ran.
+  int64_t ring_attention_forwards() const { return ring_attention_forwards_; }
+  void count_ring_attention_forward() { ++ring_attention_forwards_; }
 
  private:
   void validate_layout() const;
@@ -42,6 +46,7 @@ class ShardedModel {
   Communicator* comm_;
   std::vector<at::Tensor> params_;
   FsdpPrefetcher prefetcher_;
+  int64_t ring_attention_forwards_ = 0;
 };
 
 }  // namespace spmd

@@ -12,16 +12,17 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
-#include "comm/backend.h"
 #include "comm/communicator.h"
-#include "comm/launch_env.h"
-#include "launch/launcher.h"
-#include "launch/preflight_ranks.h"
-#include "plan/machine_rates.h"
-#include "util/durable_file.h"
 #include "util/error.h"
 
 namespace spmd {
+
+// Latency and bandwidth from two timings of a collective that moves `small` and `large` bytes
+// over the wire: t = latency + bytes / bandwidth.
+LinkRate fit_link(double small, double t_small, double large, double t_large) {
+  const double bandwidth = (large - small) / std::max(t_large - t_small, 1e-9);
+  return {std::max(0.0, t_small - small / bandwidth), bandwidth};
+}
 
 namespace {
 constexpr int kRepeats = 7;
@@ -122,13 +123,6 @@ double memory_rate(const Communicator& comm) {
   return world_mean(comm, 3.0 * 4 * static_cast<double>(n) / s);
 }
 
-// Latency and bandwidth from two timings of a collective that moves `small` and `large` bytes
-// over the wire: t = latency + bytes / bandwidth.
-LinkRate fit_link(double small, double t_small, double large, double t_large) {
-  const double bandwidth = (large - small) / std::max(t_large - t_small, 1e-9);
-  return {std::max(0.0, t_small - small / bandwidth), bandwidth};
-}
-
 LinkRate all_reduce_rate(const Communicator& comm, const std::vector<std::string>& axes) {
   const Group& group = comm.along(axes);
   const int64_t n = group.size();
@@ -168,6 +162,8 @@ LinkRate gather_rate(const Communicator& comm, const std::vector<std::string>& a
   return fit_link(wire * static_cast<double>(small), t_small, wire * static_cast<double>(large), t_large);
 }
 
+}  // namespace
+
 // Axes p0, p1, ... of the prime factors of N: the groups along the last k axes have the suffix
 // products' sizes (N = 8: [2, 2, 2] gives groups of 2, 4 and 8).
 Mesh probe_mesh(int64_t devices) {
@@ -181,13 +177,10 @@ Mesh probe_mesh(int64_t devices) {
   return Mesh(shape, axes);
 }
 
-int calibrate_worker(const Config& config, const RendezvousInfo& rendezvous, const CalibrateOptions& options) {
-  at::set_num_threads(config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
-                                                          : default_threads_per_rank(rendezvous.local_world_size));
-  const Mesh mesh = probe_mesh(options.devices);
-  Communicator comm(rendezvous, mesh, resolve_runtime(config.runtime));
+MachineRates measure_machine_rates(const Config& config, Communicator& comm) {
+  const Mesh& mesh = comm.mesh();
   MachineRates rates;
-  rates.devices = options.devices;
+  rates.devices = mesh.size();
   const MatmulRates matmul = matmul_rates(config, comm);
   rates.matmul_flops_per_s = matmul.flops_per_s;
   rates.lone_speedup = matmul.lone_speedup;
@@ -200,32 +193,7 @@ int calibrate_worker(const Config& config, const RendezvousInfo& rendezvous, con
     rates.group_sizes[mesh.axes_size(axes)] = all_reduce_rate(comm, axes);
     rates.gather_group_sizes[mesh.axes_size(axes)] = gather_rate(comm, axes);
   }
-  if (comm.rank() == 0) {
-    nlohmann::json j = machine_rates_json(rates);
-    j["measured_with"] = {{"backend", comm.runtime().backend}, {"device", comm.device().str()},
-                          {"threads_per_rank", at::get_num_threads()}, {"config", config.source_path}};
-    write_file_durably(options.rates_path, j.dump(2) + "\n");
-    fmt::print("wrote the rates of {} devices to {}: matmul {:.3g} TFLOP/s ({:.2g}x alone) and memory {:.3g} GB/s "
-               "per device\n",
-               options.devices, options.rates_path, rates.matmul_flops_per_s / 1e12, rates.lone_speedup,
-               rates.memory_bytes_per_s / 1e9);
-  }
-  return 0;
-}
-}  // namespace
-
-int run_calibrate(const Config& config, const CalibrateOptions& options, const std::vector<std::string>& argv) {
-  if (auto launched = detect_launch_env(current_environment())) {
-    SPMD_CHECK(launched->rendezvous.world_size == options.devices, "{}={} but --devices {}",
-               launched->world_size_variable, launched->rendezvous.world_size, options.devices);
-    return calibrate_worker(config, rendezvous_info(launched->rendezvous, config.runtime.timeout_s), options);
-  }
-  resolve_runtime(config.runtime);  // cuda/nccl where they cannot run: exit 2 before any process starts
-  LaunchOptions launch;
-  launch.nproc_per_node = static_cast<int>(options.devices);
-  launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
-  mark_launched_workers();
-  return launch_workers(launch, argv);
+  return rates;
 }
 
 }  // namespace spmd

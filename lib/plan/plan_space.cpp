@@ -41,18 +41,22 @@ std::vector<int64_t> microbatch_counts(const PlanChoice& c) {
 
 std::vector<PlanChoice> variants(const PlanChoice& mesh) {
   std::vector<PlanChoice> out;
-  const std::vector<std::string> schedules = mesh.stage > 1 ? std::vector<std::string>{"1f1b", "gpipe", "interleaved"}
-                                                            : std::vector<std::string>{"1f1b"};
-  const std::vector<std::string> exchanges = mesh.context > 1 ? std::vector<std::string>{"all_gather", "ring"}
-                                                               : std::vector<std::string>{"all_gather"};
+  using Schedule = PipelineSchedule;
+  using Exchange = ContextExchange;
+  const std::vector<Schedule> schedules =
+      mesh.stage > 1 ? std::vector<Schedule>{Schedule::kOneFOneB, Schedule::kGPipe, Schedule::kInterleaved}
+                     : std::vector<Schedule>{Schedule::kOneFOneB};
+  const std::vector<Exchange> exchanges =
+      mesh.context > 1 ? std::vector<Exchange>{Exchange::kAllGather, Exchange::kRing}
+                       : std::vector<Exchange>{Exchange::kAllGather};
   for (bool sp : mesh.model > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
     for (int64_t m : microbatch_counts(mesh))
-      for (const auto& schedule : schedules)
-        for (const char* remat : {"none", "selective", "full"})
-          for (const auto& exchange : exchanges) {
+      for (Schedule schedule : schedules)
+        for (Remat remat : {Remat::kNone, Remat::kSelective, Remat::kFull})
+          for (Exchange exchange : exchanges) {
             PlanChoice c = mesh;
             c.sequence_parallel = sp, c.microbatches = m, c.schedule = schedule, c.remat = remat;
-            c.virtual_stages = schedule == "interleaved" ? 2 : 1;  // n_layer must split into p * 2 chunks
+            c.virtual_stages = schedule == Schedule::kInterleaved ? 2 : 1;  // n_layer must split into p * 2 chunks
             c.context_exchange = exchange;
             out.push_back(c);
           }
@@ -67,14 +71,14 @@ std::string describe_choice(const PlanChoice& c) {
   auto add = [&](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
   if (c.data > 1) add(fmt::format("DP{}", c.data));
   if (c.fsdp > 1) add(fmt::format("FSDP{}", c.fsdp));
-  if (c.context > 1) add(fmt::format("CP{}{}", c.context, c.context_exchange == "ring" ? "-ring" : ""));
+  if (c.context > 1) add(fmt::format("CP{}{}", c.context, c.context_exchange == ContextExchange::kRing ? "-ring" : ""));
   if (c.model > 1) add(fmt::format("TP{}{}", c.model, c.sequence_parallel ? "+SP" : ""));
   if (c.stage > 1)
-    add(c.virtual_stages > 1 ? fmt::format("PP{} {}:{}", c.stage, c.schedule, c.virtual_stages)
-                             : fmt::format("PP{} {}", c.stage, c.schedule));
+    add(c.virtual_stages > 1 ? fmt::format("PP{} {}:{}", c.stage, name_of(c.schedule), c.virtual_stages)
+                             : fmt::format("PP{} {}", c.stage, name_of(c.schedule)));
   if (s.empty()) add("1 device");
   if (c.microbatches > 1) add(fmt::format("M{}", c.microbatches));
-  if (c.remat != "none") add("remat:" + c.remat);
+  if (c.remat != Remat::kNone) add("remat:" + name_of(c.remat));
   return s;
 }
 

@@ -18,10 +18,10 @@ struct PlanChoice {
   int64_t context = 1;                                // [seq, context] onto a weight-free axis: context parallelism
   bool sequence_parallel = false;                     // [seq, model]: needs model > 1
   int64_t microbatches = 1;
-  std::string schedule = "1f1b";                      // with stages only: 1f1b | gpipe | interleaved
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;  // with stages only
   int64_t virtual_stages = 1;                         // chunks per stage (interleaved: 2)
-  std::string remat = "none";                         // none | selective | full
-  std::string context_exchange = "all_gather";        // with a context axis: all_gather | ring
+  Remat remat = Remat::kNone;
+  ContextExchange context_exchange = ContextExchange::kAllGather;  // with a context axis only
 };
 
 // "DP2 FSDP2 CP2 TP2 PP2 1f1b M4 remat:full": what is sharded, in words short enough for a table.

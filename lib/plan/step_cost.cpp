@@ -69,7 +69,7 @@ StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t 
   s.vocab = static_cast<double>(layout.padded_vocab), s.C = static_cast<double>(m.n_embd);
   s.T = static_cast<double>(m.block_size);
   s.cp = layout.cp_size();
-  s.ring = s.cp > 1 && layout.context_exchange == "ring";
+  s.ring = s.cp > 1 && layout.context_exchange == ContextExchange::kRing;
   return s;
 }
 
@@ -80,7 +80,7 @@ struct MicrobatchFlops {
   double total() const { return dense + core; }
 };
 
-MicrobatchFlops microbatch_flops(const StageShape& s, const std::string& remat) {
+MicrobatchFlops microbatch_flops(const StageShape& s, Remat remat) {
   const double attn_dense = 8 * s.C * s.C / static_cast<double>(s.tp_heads);
   const double attn_core = 4 * s.T * s.C / static_cast<double>(s.tp_heads);
   const double mlp = 16 * s.C * s.C / static_cast<double>(s.tp_mlp);
@@ -92,8 +92,8 @@ MicrobatchFlops microbatch_flops(const StageShape& s, const std::string& remat) 
   const double head = s.last ? s.tokens * 2 * s.C * s.vocab / static_cast<double>(s.tp_vocab) : 0;
   const double dense = s.tokens * (attn_dense + mlp), core = s.tokens * attn_core * visible;
   MicrobatchFlops f{3 * (layers * dense + head), core_passes * layers * core};
-  if (remat == "full") f.dense += layers * dense, f.core += layers * core;
-  if (remat == "selective") f.core += layers * core;
+  if (remat == Remat::kFull) f.dense += layers * dense, f.core += layers * core;
+  if (remat == Remat::kSelective) f.core += layers * core;
   return f;
 }
 
@@ -108,7 +108,7 @@ double tensor_parallel_s(const Config& config, const ModelLayout& layout, const 
   const LinkRate link = r.link(axes, n);
   const double stream = s.tokens * s.C * kFloatBytes;
   const double one = ring_all_reduce(link, stream, n) + (layout.seq_axes.empty() ? 0 : link.latency_s);
-  const double per_block = (config.runtime.remat == "full" ? 6 : 4) * one;
+  const double per_block = (config.runtime.remat == Remat::kFull ? 6 : 4) * one;
   double t = static_cast<double>(s.layers) * per_block;
   if (s.first && s.tp_vocab > 1) t += one;
   if (s.last && s.tp_vocab > 1) t += one + 3 * ring_all_reduce(link, s.tokens * kFloatBytes, n);
@@ -125,7 +125,7 @@ double context_parallel_s(const Config& config, const ModelLayout& layout, const
   if (n == 1) return 0;
   const LinkRate link = s.ring ? r.link(layout.context_axes, n) : r.gather_link(layout.context_axes, n);
   const double kv = s.tokens * static_cast<double>(n) * 2 * s.C / static_cast<double>(s.tp_heads) * kFloatBytes;
-  const double replays = config.runtime.remat == "none" ? 0 : 1;
+  const double replays = config.runtime.remat == Remat::kNone ? 0 : 1;
   if (s.ring) {
     // Forward (and a replay) n - 1 shifts of a member's keys and values; backward n - 1 more, and
     // n shifts of their gradients.
@@ -139,7 +139,7 @@ double context_parallel_s(const Config& config, const ModelLayout& layout, const
 // gradient reduce-scattered; a replayed forward gathers once more.
 double fsdp_s(const Config& config, const ModelLayout& layout, int64_t rank, const MachineRates& r) {
   double t = 0;
-  const double gathers = config.runtime.remat == "full" ? 3 : 2;
+  const double gathers = config.runtime.remat == Remat::kFull ? 3 : 2;
   for (const auto& p : layout.params) {
     if (!p.sharding.holds(rank) || !p.is_fsdp()) continue;
     const auto axes = all_axes(p.fsdp_axes);
@@ -207,11 +207,11 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   const double compute = flops.dense / r.matmul_flops_per_s + flops.core / core_rate;
   // Elementwise work does not shrink with recomputation: what remat drops is written again by the
   // replay. A microbatch passes through every chunk of the stage (`memory`'s activations are one chunk's).
-  const auto activations = [&](const std::string& remat) {
+  const auto activations = [&](Remat remat) {
     return static_cast<double>(
         stage_activation_bytes(layout, config.data.batch_size, config.train.microbatches, rank, remat));
   };
-  const double plain = activations("none");
+  const double plain = activations(Remat::kNone);
   const double replayed = plain - activations(config.runtime.remat);
   const double traffic = (kActivationPasses * plain + replayed) / r.memory_bytes_per_s;
   const double tp = tensor_parallel_s(config, layout, s, r), fsdp = fsdp_s(config, layout, rank, r);
@@ -256,11 +256,9 @@ std::string StepCost::dominant() const {
   return best.first;
 }
 
-double pipeline_fill_slots(const std::string& schedule, int64_t stages, int64_t microbatches, int64_t virtual_stages) {
-  SPMD_ASSERT(schedule == "1f1b" || schedule == "gpipe" || schedule == "interleaved",
-              "no bubble model for pipeline schedule '{}'", schedule);
+double pipeline_fill_slots(PipelineSchedule schedule, int64_t stages, int64_t microbatches, int64_t virtual_stages) {
   // Interleaved: v chunks per stage, each 1/v of a slot, so the fill and drain shrink to (p-1)/v.
-  const double v = schedule == "interleaved" ? static_cast<double>(virtual_stages) : 1.0;
+  const double v = schedule == PipelineSchedule::kInterleaved ? static_cast<double>(virtual_stages) : 1.0;
   return static_cast<double>(microbatches) + static_cast<double>(stages - 1) / v;
 }
 

@@ -31,7 +31,7 @@ struct StepCost {
 
 // Slots a pipeline step takes, in units of one microbatch's stage time: M + p - 1 for 1F1B and
 // GPipe (the same bubble; they differ in memory), M + (p - 1) / v for interleaved 1F1B with v chunks.
-double pipeline_fill_slots(const std::string& schedule, int64_t stages, int64_t microbatches, int64_t virtual_stages = 1);
+double pipeline_fill_slots(PipelineSchedule schedule, int64_t stages, int64_t microbatches, int64_t virtual_stages = 1);
 
 // The predicted step of `config` laid out as `layout`: that of its slowest pipeline stage.
 // `stage_memory` holds each stage's memory estimate (estimate_stages), whose parameter bytes give

@@ -18,7 +18,8 @@ void LoopCheckpoints::save() {
   saved_step_ = state_.step;
   const auto start = std::chrono::steady_clock::now();
   if (!saver_->save()) return;
-  const double blocked_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  returned_[state_.step] = std::chrono::steady_clock::now();
+  const double blocked_ms = std::chrono::duration<double, std::milli>(returned_[state_.step] - start).count();
   blocked_ms_.push_back(blocked_ms);
   if (state_.rank() == 0 && state_.config.checkpoint.async)
     fmt::print("checkpoint of step {}: training went on after {:.1f} ms; writing in the background\n", state_.step,
@@ -39,6 +40,8 @@ void LoopCheckpoints::report(const SaveReport& r) {
     return;
   }
   write_s_.push_back(r.seconds);
+  if (returned_.count(r.step))
+    written_after_return_ms_.push_back(std::chrono::duration<double, std::milli>(r.written - returned_[r.step]).count());
   if (state_.rank() == 0) fmt::print("checkpoint {} written in {:.2f} s\n", r.dir, r.seconds);
 }
 
@@ -63,6 +66,7 @@ void LoopCheckpoints::add_to_summary(nlohmann::json& summary) const {
   summary["checkpoint_async"] = state_.config.checkpoint.async;
   summary["checkpoint_blocked_ms"] = blocked_ms_;  // rank 0's: how long each save held the loop
   summary["checkpoint_write_s"] = write_s_;        // step boundary to commit, per committed save
+  summary["checkpoint_written_after_return_ms"] = written_after_return_ms_;  // > 0: written while training went on
   summary["checkpoint_staging_bytes"] = saver_->staging_bytes();
 }
 

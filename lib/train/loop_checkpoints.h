@@ -2,7 +2,9 @@
 // failed background save in the loop, and waiting for the save in flight at the end of a run or
 // a stop. Blocked and write times per save go into summary.json.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +40,10 @@ class LoopCheckpoints {
   int64_t saved_step_;
   std::string failure_;
   std::vector<double> blocked_ms_, write_s_;
+  // When each save let training go on, and how long after that its file was written: > 0 shows
+  // the write overlapped training.
+  std::map<int64_t, std::chrono::steady_clock::time_point> returned_;
+  std::vector<double> written_after_return_ms_;
 };
 
 }  // namespace spmd

@@ -97,7 +97,7 @@ class StepPasses {
     const int64_t live_before = caching_cpu_allocator_stats().live_bytes;
     InFlight& f = in_flight(m, chunk);
     f.ops = std::make_unique<ParallelOps>(*s_.model, static_cast<uint64_t>(s_.config.train.seed), s_.step,
-                                          Microbatch{m, microbatches_}, parse_remat(s_.config.runtime.remat));
+                                          Microbatch{m, microbatches_}, s_.config.runtime.remat);
     const at::Tensor x = chunk_forward(s_, *f.ops, inputs_.narrow(0, m * rows_, rows_), m, chunk, true, f.input);
     if (link_.ends(chunk)) {
       f.output = s_.gpt->head_loss(x, targets_.narrow(0, m * rows_, rows_), *f.ops);

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_state.h"
 #include "comm/communicator.h"
 #include "config/config.h"
 #include "data/loader.h"

@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "ckpt/checkpoint.h"
-#include "ckpt/hf_import.h"
+#include "ckpt/checkpoint_restore.h"
+#include "hf/hf_import.h"
 #include "comm/backend.h"
 #include "data/dataset_tokenizer.h"
 #include "generate/generate.h"
@@ -85,7 +85,7 @@ void print_pipeline(const Config& config, const PipelineLayout& pipe) {
   fmt::print("pipeline: {} stages over mesh axis '{}'{}, blocks per stage [{}] | {} schedule, {} microbatches | ideal "
              "bubble {:.1f}%\n",
              pipe.stages(), pipe.axis, pipe.chunks > 1 ? fmt::format(" x {} chunks", pipe.chunks) : "",
-             fmt::join(blocks, ", "), config.runtime.pipeline_schedule, config.train.microbatches,
+             fmt::join(blocks, ", "), name_of(config.runtime.pipeline_schedule), config.train.microbatches,
              100 * bubble_fraction(shape));
 }
 
@@ -160,7 +160,9 @@ nlohmann::json describe_run(const TrainState& state, const Config& config) {
                          {"params", gpt2_num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
                          {"gradient_buckets", state.grad_sync->num_buckets()},
                          {"blas", kernels::cpu::blas_description()},
-                         {"pipeline_stages", state.model->layout().pipeline.stages()}};
+                         {"pipeline_stages", state.model->layout().pipeline.stages()},
+                         {"pipeline_chunks", state.model->layout().pipeline.chunks},
+                         {"pipeline_schedule", name_of(config.runtime.pipeline_schedule)}};
   if (state.rank() != 0) return summary;
   fmt::print("spmd-train: mesh {} | {} ranks on {} over {} | data-parallel {} | {} params | params+grads+AdamW "
              "per rank {:.1f} MiB | {} gradient bucket(s)\n",
@@ -222,6 +224,10 @@ void add_run_totals(TrainState& state, int64_t graph_bytes, nlohmann::json& summ
   if (const int64_t peak = peak_device_tensor_bytes(state.comm->device()); peak >= 0) {
     summary["peak_device_tensor_bytes"] = peak;  // this rank's (rank 0's in the file)
     if (leader) fmt::print("tensor memory on {}: peak {:.1f} MiB\n", state.comm->device().str(), static_cast<double>(peak) / (1 << 20));
+  }
+  if (!state.model->layout().context_axes.empty()) {  // which exchange the attention used, and how often
+    summary["context_exchange"] = name_of(state.model->layout().context_exchange);
+    summary["ring_attention_forwards"] = state.model->ring_attention_forwards();
   }
   if (state.grad_sync->num_buckets() > 0) {  // once per bucket and step, however many microbatches
     summary["gradient_all_reduces"] = state.grad_sync->total_reductions();

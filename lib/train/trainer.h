@@ -4,14 +4,9 @@
 
 #include "comm/communicator.h"
 #include "config/config.h"
+#include "config/train_options.h"
 
 namespace spmd {
-
-struct TrainOptions {
-  bool single_process = false;   // no rendezvous: a mesh of one device
-  bool resume = false;           // continue from a checkpoint
-  std::string resume_path;       // "" or "latest": the newest in checkpoint.dir; "auto": that or none; or a PATH
-};
 
 // Runs training on this rank. Returns the process exit code.
 int run_training(const Config& config, const RendezvousInfo& rendezvous, const TrainOptions& options);

@@ -19,6 +19,9 @@ struct TestHooks {
                                        // in every attempt
   int64_t sigkill_in_save_at_step = -1;  // sigkill_in_save@N:R: rank R kills itself (SIGKILL) while it
   int sigkill_in_save_rank = -1;         // writes step N's checkpoint, its shard file half written
+  int64_t fail_save_write_at_step = -1;  // fail_save_write@N:R: rank R's write of step N's shard file
+  int fail_save_write_rank = -1;         // fails (a RuntimeError, as a full disk gives)
+  int64_t slow_save_write_ms = 0;        // slow_save_write=MS: every writer waits MS before writing
 };
 
 const TestHooks& test_hooks();

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "skip.h"
 #include "comm/backend.h"
 #include "training_fixture.h"
 
@@ -184,8 +185,7 @@ TEST_CASE("faults: bad command-line arguments exit 2") {
   auto missing = run_process({binary_path("spmd-train")});
   CHECK(missing.exit_code == 2);
   if (spmd::visible_gpus() > 0) {
-    MESSAGE("SKIP: a GPU is visible, so runtime.device=cuda is legal here");
-    return;
+    SPMD_SKIP("a GPU is visible, so runtime.device=cuda is legal here");
   }
   const std::string why = spmd::built_with_cuda() ? "no GPU visible" : "built without CUDA";
   for (const char* setting : {"runtime.device=cuda", "runtime.backend=nccl"}) {

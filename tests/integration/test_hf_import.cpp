@@ -4,7 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "ckpt/hf_gpt2_layout.h"
+#include "hf/name_map.h"
 #include "ckpt/safetensors.h"
 #include "model/gpt2_params.h"
 
@@ -45,7 +45,7 @@ spmd::ModelConfig tiny_model() {
 void check_dump_equals_file(const std::string& dump_dir, const spmd::SafetensorsFile& file) {
   for (const auto& info : spmd::gpt2_param_table(tiny_model(), tiny_model().vocab_size)) {
     CAPTURE(info.name);
-    const std::string name = spmd::hf_gpt2_name(info.name);
+    const std::string name = spmd::hf_name(spmd::gpt2_hf_map(), info.name);
     const auto& e = file.entries().at(name);
     const std::string dumped = read_file(dump_dir + "/" + info.name + ".f32");
     REQUIRE(dumped.size() == e.end - e.begin);

@@ -62,10 +62,10 @@ TEST_CASE("interleaved: p = 2 and p = 4 stages with 2 chunks each match the sing
     REQUIRE(reference.loss.size() == 12);
     const std::string out = run.dir.file(c.name);
     const Curve curve = train(run, out, with(model(c.blocks), interleaved(c.stages, c.data, c.microbatches)));
-    check_same_curve(curve, reference, 2e-4);
+    check_same_curve(curve, reference, kFloatRounding);
     const auto norms = grad_norms(out), reference_norms = grad_norms(single);
     REQUIRE(norms.size() == reference_norms.size());
-    for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(2e-4));
+    for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(kFloatRounding));
     const auto summary = read_summary(out);
     CHECK(summary["pipeline_stages"].get<int>() == c.stages);
     MESSAGE(c.name << ": largest relative step-loss difference " << max_rel_diff(curve, reference));
@@ -98,12 +98,12 @@ TEST_CASE("interleaved: checkpoints move between the interleaved mesh and one pr
     const Curve from_pipe =
         train(run, run.dir.file("from-pipe"), with(ckpt("ck-single", 2 * c.every), {"--resume", saved("ck-pipe")}));
     REQUIRE(from_pipe.loss.size() == static_cast<size_t>(c.every));
-    check_same_curve(from_pipe, tail, 2e-4);
+    check_same_curve(from_pipe, tail, kFloatRounding);
     // Saved on one process halfway (the whole run's checkpoint), resumed interleaved.
     const Curve from_single = train(run, run.dir.file("from-single"),
                                     with(pipe, with(ckpt("ck-from-single", 2 * c.every), {"--resume", saved("ck-whole")})));
     REQUIRE(from_single.loss.size() == static_cast<size_t>(c.every));
-    check_same_curve(from_single, tail, 2e-4);
+    check_same_curve(from_single, tail, kFloatRounding);
     CHECK(read_summary(run.dir.file("from-single"))["pipeline_stages"].get<int>() == c.stages);
   }
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "skip.h"
 #include "training_fixture.h"
 
 using namespace spmd::test;
@@ -114,8 +115,7 @@ TEST_CASE("launchers: srun, mpirun and torchrun give exactly the built-in launch
   SUBCASE("torchrun --nproc-per-node 4 --no-python") {
     const std::string found = find_torchrun();
     if (found.empty()) {
-      MESSAGE("SKIP: no torchrun (scripts/setup-oracles puts torch 2.x's into .venv-torch2)");
-      return;
+      SPMD_SKIP("no torchrun (scripts/setup-oracles puts torch 2.x's into .venv-torch2)");
     }
     const std::string out = run.dir.file("torchrun");
     auto r = run_process(under({found, "--nproc-per-node", "4", "--no-python"}, train_args(run, out)), {}, 120);
@@ -159,8 +159,7 @@ TEST_CASE("restarts: kill -9 of a worker -> all restart from the last checkpoint
 TEST_CASE("restarts: torchrun --max-restarts with --resume auto: the same command starts fresh, then resumes") {
   const std::string torchrun = find_torchrun();
   if (torchrun.empty()) {
-    MESSAGE("SKIP: no torchrun (scripts/setup-oracles puts torch 2.x's into .venv-torch2)");
-    return;
+    SPMD_SKIP("no torchrun (scripts/setup-oracles puts torch 2.x's into .venv-torch2)");
   }
   TinyRun run;
   const Curve full = train(run, run.dir.file("full"), settings());

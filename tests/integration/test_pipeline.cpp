@@ -59,7 +59,7 @@ TEST_CASE("pipeline: every pipeline mesh and both schedules match the single-pro
       CAPTURE(schedule);
       const std::string out = run.dir.file(mesh.name + "-" + schedule);
       const Curve curve = train(run, out, with(kFourBlocks, pipelined(mesh, schedule, 4)));
-      check_same_curve(curve, reference, 2e-4);
+      check_same_curve(curve, reference, kFloatRounding);
       const int stages = mesh.shape == "[2,2,2]" ? 2 : 4;
       CHECK(read_summary(out)["pipeline_stages"].get<int>() == stages);
     }
@@ -88,13 +88,13 @@ TEST_CASE("pipeline: checkpoints move between the pipeline mesh, data parallel a
     CAPTURE(name);
     const Curve c = train(run, run.dir.file("from-pipe-" + name), with(mesh, with(ckpt("ck-" + name, 8), {"--resume", from_pipe})));
     REQUIRE(c.loss.size() == 4);
-    check_same_curve(c, tail(whole), 2e-4);
+    check_same_curve(c, tail(whole), kFloatRounding);
   }
   // Saved on [8] at step 4: resumed on the pipeline mesh.
   train(run, run.dir.file("dp8-first"), with(dp8, ckpt("ck-dp8-first", 4)));
   const Curve c = train(run, run.dir.file("from-dp8"),
                         with(pipe, with(ckpt("ck-from-dp8", 8), {"--resume", run.dir.file("ck-dp8-first/step_00000004")})));
-  check_same_curve(c, tail(whole), 2e-4);
+  check_same_curve(c, tail(whole), kFloatRounding);
 }
 
 TEST_CASE("pipeline: 1F1B holds fewer microbatches' activations than GPipe (M = 8)") {

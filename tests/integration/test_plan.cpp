@@ -80,11 +80,46 @@ TEST_CASE("plan: every layout the planner emits for a tiny model on 4 ranks trai
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     CHECK(read_summary(out)["ranks"] == 4);
     CHECK(read_summary(out)["context_parallel"] == p["context"]);
-    check_same_curve(read_metrics(out + "/metrics.jsonl"), reference, 2e-4);
+    check_same_curve(read_metrics(out + "/metrics.jsonl"), reference, kFloatRounding);
   }
   CHECK(remats == std::set<std::string>{"full", "none", "selective"});
   CHECK(schedules == std::set<std::string>{"1f1b", "gpipe"});
   CHECK(contexts == std::set<int>{1, 2, 4});
+}
+
+TEST_CASE("plan: an interleaved plan and a context-parallel ring plan, as emitted, train to the one-process loss") {
+  TinyRun run;  // four blocks, so that two stages can each hold two chunks
+  const std::string rates = rates_file(run);
+  const std::vector<std::string> four_blocks{"--set", "model.n_layer=4"};
+  const nlohmann::json all = plans(run, rates, four_blocks)["plans"];
+  const Curve reference = train(run, run.dir.file("one"), with(kShort, four_blocks));
+  const auto first = [&](const char* key, const char* value) {
+    for (const auto& p : all)
+      if (p[key] == value && (std::string(key) != "context_exchange" || p["context"].get<int>() > 1)) return p;
+    FAIL("no plan has " << key << " = " << value);
+    return nlohmann::json();
+  };
+  for (const auto& p : {first("schedule", "interleaved"), first("context_exchange", "ring")}) {
+    CAPTURE(p["sharding"].get<std::string>());
+    const std::string rank = std::to_string(p["rank"].get<int>());
+    const auto emitted = inspect(run, with(four_blocks, {"--plan", "--devices", "4", "--rates", rates, "--emit", rank}));
+    REQUIRE_MESSAGE(emitted.exit_code == 0, emitted.output);
+    const std::string yaml = run.dir.file("plan-" + rank + ".yaml");
+    write_file(yaml, emitted.output);
+    const std::string out = run.dir.file("out-" + rank);
+    const auto r = run_process({binary_path("spmd-train"), "--config", yaml, "--set", "output.dir=" + out}, {}, 300);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const auto summary = read_summary(out);
+    if (p["context"].get<int>() > 1) {
+      CHECK(summary["context_exchange"] == p["context_exchange"]);
+      CHECK(summary["ring_attention_forwards"].get<int64_t>() > 0);
+    }
+    if (p["stage"].get<int>() > 1) {
+      CHECK(summary["pipeline_schedule"] == p["schedule"]);
+      if (p["schedule"] == "interleaved") CHECK(summary["pipeline_chunks"].get<int>() == 2);
+    }
+    check_same_curve(read_metrics(out + "/metrics.jsonl"), reference, kFloatRounding);
+  }
 }
 
 TEST_CASE("plan: ranked by predicted step time, within the budget, and compute is the FLOPs over the rate") {

@@ -18,6 +18,7 @@
 namespace {
 
 using spmd::test::binary_path;
+using spmd::test::check_failed_with;
 using spmd::test::run_process;
 using spmd::test::TempDir;
 
@@ -103,6 +104,28 @@ TEST_CASE("prepare: the fortunes recipe says so when the package is missing") {
                             {{"FORTUNES_DIR", dir.file("no-fortunes")}});
   CHECK(result.exit_code == 1);
   CHECK(result.output.find("install the fortunes package") != std::string::npos);
+}
+
+TEST_CASE("prepare: a bad line past the first 256 KiB batch, plain or inside a .gz, is named by its own line number") {
+  TempDir dir;
+  std::string text;
+  const int bad_line = 30001;  // ~930 KB of good lines before it: several 256 KiB batches
+  for (int i = 1; i < bad_line; ++i) text += "{\"text\": \"line " + std::to_string(i) + " ok\"}\n";
+  text += "{\"text\": \"broken\"\n";
+  for (int i = 0; i < 100; ++i) text += "{\"text\": \"after\"}\n";
+  spmd::test::write_file(dir.file("big.jsonl"), text);
+  const auto gz = run_process({"/bin/sh", "-c", "gzip -c '" + dir.file("big.jsonl") + "' > '" + dir.file("big.jsonl.gz") + "'"});
+  REQUIRE_MESSAGE(gz.exit_code == 0, gz.output);
+  for (const std::string name : {"big.jsonl", "big.jsonl.gz"}) {
+    CAPTURE(name);
+    for (const char* workers : {"1", "2"}) {
+      CAPTURE(workers);
+      auto bad = run_process({binary_path("spmd-prepare"), "--input", dir.file(name), "--out", dir.file("out"),
+                              "--vocab", "byte", "--workers", workers});
+      check_failed_with(bad, 2, dir.file(name) + ":" + std::to_string(bad_line) + ": not valid JSON");
+      CHECK(!std::filesystem::exists(dir.file("out/meta.json")));
+    }
+  }
 }
 
 TEST_CASE("prepare: JSON Lines from the command line: a bad line is exit 2 naming file:line") {

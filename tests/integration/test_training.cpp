@@ -38,7 +38,7 @@ TEST_CASE("training: every mesh matches the single-process loss curve") {
       auto args = mesh_args(mesh);
       args.insert(args.end(), {"--set", std::string("model.dropout=") + dropout});
       Curve curve = train(run, run.dir.file(mesh.name + "-" + dropout), args);
-      check_same_curve(curve, reference, 2e-4);
+      check_same_curve(curve, reference, kFloatRounding);
     }
   }
 }
@@ -56,7 +56,7 @@ TEST_CASE("training: gradient buckets all-reduced during backward give the same 
     const int buckets = read_summary(run.dir.file(std::string("bucket-") + bucket_mb))["gradient_buckets"].get<int>();
     if (std::string(bucket_mb) == "0") CHECK(buckets == 1);
     else CHECK(buckets > 5);
-    check_same_curve(read_metrics(run.dir.file(std::string("bucket-") + bucket_mb) + "/metrics.jsonl"), reference, 2e-4);
+    check_same_curve(read_metrics(run.dir.file(std::string("bucket-") + bucket_mb) + "/metrics.jsonl"), reference, kFloatRounding);
   }
 }
 
@@ -115,7 +115,7 @@ TEST_CASE("training: microbatches on DP x TP and FSDP meshes match the single pr
       curves.push_back(train(run, out, args));
       MESSAGE("case " << k << ", " << c.mesh.name << " microbatches " << c.microbatches << ", dropout " << dropout
                       << ": max relative loss difference to one process " << max_rel_diff(curves[k], reference));
-      check_same_curve(curves[k], reference, 2e-4);
+      check_same_curve(curves[k], reference, kFloatRounding);
       const auto summary = read_summary(out);
       const int64_t buckets = summary["gradient_buckets"].get<int64_t>();
       MESSAGE(buckets << " gradient bucket(s), " << summary["gradient_all_reduces"] << " all-reduces, "

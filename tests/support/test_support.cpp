@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <doctest/doctest.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -183,6 +185,12 @@ std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+void check_failed_with(const ProcessResult& r, int exit_code, const std::string& reason) {
+  CHECK_MESSAGE(!r.timed_out, "killed at the test's deadline (a hang), not a failure of its own:\n" << r.output);
+  CHECK_MESSAGE(r.exit_code == exit_code, "exit " << r.exit_code << ", expected " << exit_code << ":\n" << r.output);
+  CHECK_MESSAGE(r.output.find(reason) != std::string::npos, "the output does not say \"" << reason << "\":\n" << r.output);
 }
 
 }  // namespace spmd::test

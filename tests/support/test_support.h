@@ -30,6 +30,11 @@ ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env = {},
                           double timeout_s = 120);
 
+// A run expected to fail: checks that it ended by itself (not killed at the test's deadline), with
+// `exit_code`, and that its output names the reason (`reason`, a substring). A hang that the
+// deadline ends, or a failure for another reason, fails the check.
+void check_failed_with(const ProcessResult& r, int exit_code, const std::string& reason);
+
 // Path of a built binary (spmd-train, spmd-inspect, ...) and of a file in the source tree.
 std::string binary_path(const std::string& name);
 std::string source_path(const std::string& relative);

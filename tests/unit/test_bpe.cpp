@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "bpe_test_text.h"
-#include "data/bpe.h"
-#include "data/bpe_files.h"
-#include "data/bpe_train.h"
-#include "data/byte_unicode.h"
-#include "data/pretokenize.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/bpe_files.h"
+#include "tokenizer/bpe_train.h"
+#include "tokenizer/byte_unicode.h"
+#include "tokenizer/pretokenize.h"
 #include "test_support.h"
 
 namespace {

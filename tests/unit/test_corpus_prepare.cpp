@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "data/bpe.h"
+#include "tokenizer/bpe.h"
 #include "data/meta.h"
-#include "data/prepare.h"
+#include "prepare/prepare.h"
 #include "data/token_file.h"
 #include "test_support.h"
 #include "usage_error.h"

@@ -6,11 +6,11 @@
 #include <fstream>
 #include <set>
 
-#include "data/input_files.h"
+#include "prepare/input_files.h"
 #include "data/meta.h"
-#include "data/prepare.h"
+#include "prepare/prepare.h"
 #include "data/token_file.h"
-#include "data/utf8.h"
+#include "tokenizer/utf8.h"
 #include "test_support.h"
 #include "usage_error.h"
 #include "util/error.h"

@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "skip.h"
 #include "test_support.h"
 #include "util/direct_file.h"
 #include "util/error.h"
@@ -48,8 +49,7 @@ TEST_CASE("direct file: the bytes appended, whole blocks written at every append
 
 TEST_CASE("direct file: tmpfs gets the same bytes (through the page cache where it refuses O_DIRECT)") {
   if (!std::filesystem::is_directory("/dev/shm")) {
-    MESSAGE("SKIPPED: no /dev/shm (tmpfs) on this machine");
-    return;
+    SPMD_SKIP("no /dev/shm (tmpfs) on this machine");
   }
   const std::string path = "/dev/shm/spmd-direct-file-test-" + std::to_string(::getpid());
   bool direct = false;

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/hf_gpt2_layout.h"
-#include "ckpt/hf_import.h"
+#include "hf/name_map.h"
+#include "hf/hf_import.h"
 #include "ckpt/safetensors.h"
 
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
@@ -33,8 +33,8 @@ spmd::Config tiny_config(const std::string& init_from) {
 std::vector<spmd::NamedTensor> hf_tensors(const spmd::ModelConfig& model, const std::string& prefix) {
   std::vector<spmd::NamedTensor> out;
   for (const auto& info : spmd::gpt2_param_table(model, model.vocab_size)) {
-    std::string name = spmd::hf_gpt2_name(info.name).substr(std::string("transformer.").size());
-    out.push_back({prefix + name, at::randn(spmd::hf_gpt2_shape(info))});
+    std::string name = spmd::hf_name(spmd::gpt2_hf_map(), info.name).substr(std::string("transformer.").size());
+    out.push_back({prefix + name, at::randn(spmd::hf_shape(info))});
   }
   return out;
 }
@@ -51,15 +51,15 @@ TEST_CASE("hf import layout: Conv1D (in, out) shapes, attention dims folded, voc
   spmd::ModelConfig m = tiny_config("").model;
   for (const auto& info : spmd::gpt2_param_table(m, 72)) {
     CAPTURE(info.name);
-    const auto shape = spmd::hf_gpt2_shape(info);
+    const auto shape = spmd::hf_shape(info);
     if (info.name == "wte") CHECK(shape == std::vector<int64_t>{65, 32});
     if (info.name == "h.1.attn.c_attn.weight") CHECK(shape == std::vector<int64_t>{32, 96});
     if (info.name == "h.1.attn.c_attn.bias") CHECK(shape == std::vector<int64_t>{96});
     if (info.name == "h.1.attn.c_proj.weight") CHECK(shape == std::vector<int64_t>{32, 32});
     if (info.name == "h.1.mlp.c_proj.weight") CHECK(shape == std::vector<int64_t>{128, 32});
   }
-  CHECK(spmd::hf_gpt2_name("wpe") == "transformer.wpe.weight");
-  CHECK(spmd::hf_gpt2_name("ln_f.bias") == "transformer.ln_f.bias");
+  CHECK(spmd::hf_name(spmd::gpt2_hf_map(), "wpe") == "transformer.wpe.weight");
+  CHECK(spmd::hf_name(spmd::gpt2_hf_map(), "ln_f.bias") == "transformer.ln_f.bias");
 }
 
 TEST_CASE("hf import check: accepts both name styles, mask buffers and a tied lm_head") {

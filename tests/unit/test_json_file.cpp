@@ -7,7 +7,7 @@
 
 using namespace spmd::test;
 
-TEST_CASE("json file: a document reads back; missing and malformed files are usage errors naming the file") {
+TEST_CASE("json file: a document reads back, and missing or malformed files are usage errors naming the file") {
   TempDir dir;
   write_file(dir.file("good.json"), R"({"n_embd": 768, "names": ["a", "b"]})");
   const nlohmann::json j = spmd::read_json_file(dir.file("good.json"), "config");

@@ -93,8 +93,8 @@ TEST_CASE("kernels::dense_product and linear_forward/backward: fused float32 and
     CHECK(at::allclose(g.dbias, want[2], 1e-4, 1e-5));
     CHECK_FALSE(kernels::linear_backward(x, w, dy, false, true, false, dtype).dx.defined());
   }
-  CHECK((kernels::matmul_operand_dtype("bfloat16") == at::kBFloat16));
-  CHECK((kernels::matmul_operand_dtype("float32") == at::kFloat));
+  CHECK((kernels::matmul_operand_dtype(MatmulDtype::kBFloat16) == at::kBFloat16));
+  CHECK((kernels::matmul_operand_dtype(MatmulDtype::kFloat32) == at::kFloat));
 }
 
 TEST_CASE("kernels::causal_attention: fused float32 and generic float64, with and without a dropout mask") {

@@ -18,6 +18,7 @@ using spmd::test::usage_error_of;
 
 namespace {
 using P = PipelinePass;
+using S = PipelineSchedule;
 
 // data x stage x model with the tiny model of the integration tests (n_layer 4).
 Config pipeline_config(const std::vector<std::string>& overrides = {}) {
@@ -30,7 +31,7 @@ train: {steps: 2, microbatches: 4}
   return parse_config(text, "p.yaml", overrides);
 }
 
-std::vector<P> passes_of(const std::string& schedule, int64_t stage, int64_t stages, int64_t microbatches,
+std::vector<P> passes_of(S schedule, int64_t stage, int64_t stages, int64_t microbatches,
                          int64_t chunks = 1) {
   return stage_passes({schedule, stages, chunks, microbatches}, stage);
 }
@@ -41,7 +42,7 @@ std::vector<int64_t> holders_along_stage(const ModelLayout& layout, const std::s
 }  // namespace
 
 TEST_CASE("pipeline schedule: GPipe runs every forward, then every backward") {
-  const auto passes = passes_of("gpipe", 1, 4, 3);
+  const auto passes = passes_of(S::kGPipe, 1, 4, 3);
   const std::vector<P> want{{P::kForward, 0}, {P::kForward, 1}, {P::kForward, 2},
                             {P::kBackward, 0}, {P::kBackward, 1}, {P::kBackward, 2}};
   CHECK(passes == want);
@@ -53,13 +54,13 @@ TEST_CASE("pipeline schedule: 1F1B warms up by the stages after it, then alterna
   const std::vector<P> want{{P::kForward, 0},  {P::kForward, 1},  {P::kForward, 2},  {P::kBackward, 0},
                             {P::kForward, 3},  {P::kBackward, 1}, {P::kForward, 4},  {P::kBackward, 2},
                             {P::kForward, 5},  {P::kBackward, 3}, {P::kBackward, 4}, {P::kBackward, 5}};
-  CHECK(passes_of("1f1b", 1, 4, 6) == want);
+  CHECK(passes_of(S::kOneFOneB, 1, 4, 6) == want);
   for (int64_t stage = 0; stage < 4; ++stage) {
     CAPTURE(stage);
-    const auto passes = passes_of("1f1b", stage, 4, 8);
+    const auto passes = passes_of(S::kOneFOneB, stage, 4, 8);
     CHECK(passes.size() == 16);
     CHECK(max_in_flight(passes) == 4 - stage);  // at most `stages` microbatches in flight
-    CHECK(max_in_flight(passes_of("gpipe", stage, 4, 8)) == 8);
+    CHECK(max_in_flight(passes_of(S::kGPipe, stage, 4, 8)) == 8);
     // Every microbatch runs forward once and backward once, the backward after the forward.
     for (int64_t m = 0; m < 8; ++m) {
       auto f = std::find(passes.begin(), passes.end(), P{P::kForward, m});
@@ -69,14 +70,14 @@ TEST_CASE("pipeline schedule: 1F1B warms up by the stages after it, then alterna
   }
   // One stage: plain gradient accumulation, forward and backward in turn.
   const std::vector<P> alone{{P::kForward, 0}, {P::kBackward, 0}, {P::kForward, 1}, {P::kBackward, 1}};
-  CHECK(passes_of("1f1b", 0, 1, 2) == alone);
+  CHECK(passes_of(S::kOneFOneB, 0, 1, 2) == alone);
 }
 
 TEST_CASE("pipeline schedule: the ideal bubble is (p-1)/(vM+p-1)") {
-  CHECK(bubble_fraction({"1f1b", 1, 1, 8}) == 0.0);
-  CHECK(bubble_fraction({"1f1b", 4, 1, 8}) == doctest::Approx(3.0 / 11.0));
-  CHECK(bubble_fraction({"gpipe", 2, 1, 2}) == doctest::Approx(1.0 / 3.0));
-  CHECK(bubble_fraction({"interleaved", 4, 2, 8}) == doctest::Approx(3.0 / 19.0));
+  CHECK(bubble_fraction({S::kOneFOneB, 1, 1, 8}) == 0.0);
+  CHECK(bubble_fraction({S::kOneFOneB, 4, 1, 8}) == doctest::Approx(3.0 / 11.0));
+  CHECK(bubble_fraction({S::kGPipe, 2, 1, 2}) == doctest::Approx(1.0 / 3.0));
+  CHECK(bubble_fraction({S::kInterleaved, 4, 2, 8}) == doctest::Approx(3.0 / 19.0));
 }
 
 TEST_CASE("pipeline schedule: interleaved runs chunks in groups of p microbatches, backwards in reverse") {
@@ -87,7 +88,7 @@ TEST_CASE("pipeline schedule: interleaved runs chunks in groups of p microbatche
                             {P::kForward, 1, 1},  {P::kBackward, 1, 1}, {P::kForward, 2, 0},  {P::kBackward, 0, 0},
                             {P::kForward, 3, 0},  {P::kBackward, 1, 0}, {P::kForward, 2, 1},  {P::kBackward, 2, 1},
                             {P::kForward, 3, 1},  {P::kBackward, 3, 1}, {P::kBackward, 2, 0}, {P::kBackward, 3, 0}};
-  CHECK(passes_of("interleaved", 1, 2, 4, 2) == want);
+  CHECK(passes_of(S::kInterleaved, 1, 2, 4, 2) == want);
   for (int64_t stages : {2, 3, 4}) {
     for (int64_t chunks : {2, 3}) {
       for (int64_t m = stages; m <= 3 * stages; m += stages) {
@@ -96,7 +97,7 @@ TEST_CASE("pipeline schedule: interleaved runs chunks in groups of p microbatche
           CAPTURE(chunks);
           CAPTURE(m);
           CAPTURE(stage);
-          const auto passes = passes_of("interleaved", stage, stages, m, chunks);
+          const auto passes = passes_of(S::kInterleaved, stage, stages, m, chunks);
           REQUIRE(passes.size() == static_cast<size_t>(2 * m * chunks));
           for (int64_t mb = 0; mb < m; ++mb) {  // each (microbatch, chunk) once each way, forward first
             for (int64_t c = 0; c < chunks; ++c) {
@@ -112,12 +113,12 @@ TEST_CASE("pipeline schedule: interleaved runs chunks in groups of p microbatche
 }
 
 TEST_CASE("pipeline schedule: no order deadlocks, and the timetable's idle share is the formula's") {
-  for (const std::string schedule : {"gpipe", "1f1b", "interleaved"}) {
+  for (S schedule : {S::kGPipe, S::kOneFOneB, S::kInterleaved}) {
     for (int64_t stages : {1, 2, 3, 4}) {
       for (int64_t chunks : {1, 2, 3, 4}) {
-        if ((schedule == "interleaved") != (chunks > 1)) continue;
+        if ((schedule == S::kInterleaved) != (chunks > 1)) continue;
         for (int64_t m = stages; m <= 4 * stages; m += stages) {
-          CAPTURE(schedule);
+          CAPTURE(name_of(schedule));
           CAPTURE(stages);
           CAPTURE(chunks);
           CAPTURE(m);
@@ -132,8 +133,8 @@ TEST_CASE("pipeline schedule: no order deadlocks, and the timetable's idle share
     }
   }
   // Interleaving shrinks the bubble by v against 1F1B: p = 4, M = 8.
-  const double one_f_one_b = pipeline_timetable({"1f1b", 4, 1, 8}).idle_fraction();
-  const double interleaved = pipeline_timetable({"interleaved", 4, 2, 8}).idle_fraction();
+  const double one_f_one_b = pipeline_timetable({S::kOneFOneB, 4, 1, 8}).idle_fraction();
+  const double interleaved = pipeline_timetable({S::kInterleaved, 4, 2, 8}).idle_fraction();
   CHECK(one_f_one_b == doctest::Approx(3.0 / 11.0));
   CHECK(interleaved == doctest::Approx(3.0 / 19.0));
 }
@@ -146,20 +147,21 @@ TEST_CASE("pipeline schedule: the timetable refuses orders that wait on each oth
       {{P::kForward, 0}, {P::kBackward, 0}, {P::kForward, 1}, {P::kBackward, 1}}};
   const std::string message = [&] {
     try {
-      pipeline_timetable({"1f1b", 2, 1, 2}, cyclic);
+      pipeline_timetable({S::kOneFOneB, 2, 1, 2}, cyclic);
     } catch (const RuntimeError& e) {
       return std::string(e.what());
     }
     return std::string("no error");
   }();
   CHECK_MESSAGE(message.find("stages 0, 1 wait on each other") != std::string::npos, message);
-  CHECK_NOTHROW(pipeline_timetable({"1f1b", 2, 1, 2}, {passes_of("1f1b", 0, 2, 2), passes_of("1f1b", 1, 2, 2)}));
+  CHECK_NOTHROW(
+      pipeline_timetable({S::kOneFOneB, 2, 1, 2}, {passes_of(S::kOneFOneB, 0, 2, 2), passes_of(S::kOneFOneB, 1, 2, 2)}));
 }
 
 TEST_CASE("pipeline schedule: a replay with measured pass times and hand-overs, worked by hand") {
   // 1F1B, 2 stages, 2 microbatches; forwards 1, backwards 2, each hand-over 0.5.
   // Stage 0: F0 [0,1] F1 [1,2] B0 [5,7] B1 [8,10]; stage 1: F0 [1.5,2.5] B0 [2.5,4.5] F1 [4.5,5.5] B1 [5.5,7.5].
-  const PipelineShape shape{"1f1b", 2, 1, 2};
+  const PipelineShape shape{S::kOneFOneB, 2, 1, 2};
   const std::vector<std::vector<PipelinePass>> orders{stage_passes(shape, 0), stage_passes(shape, 1)};
   const std::vector<std::vector<double>> durations{{1, 1, 2, 2}, {1, 2, 1, 2}};
   const PipelineReplay replay = pipeline_replay(shape, orders, durations, 0.5);

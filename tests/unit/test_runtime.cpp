@@ -1,6 +1,7 @@
 // Device and backend resolution (runtime.device / runtime.backend) and the test-hook parser.
 #include <doctest/doctest.h>
 
+#include "skip.h"
 #include "comm/backend.h"
 #include "util/error.h"
 #include "util/test_hooks.h"
@@ -42,8 +43,7 @@ TEST_CASE("runtime: auto picks NCCL on CUDA only where a GPU is visible, else Gl
 
 TEST_CASE("runtime: cuda or nccl where they cannot run is a usage error saying which is missing") {
   if (visible_gpus() > 0) {
-    MESSAGE("SKIP: a GPU is visible here, so cuda and nccl are legal; the refusal is tested on GPU-less machines");
-    return;
+    SPMD_SKIP("a GPU is visible here, so cuda and nccl are legal; the refusal is tested on GPU-less machines");
   }
   const std::string why = built_with_cuda() ? "no GPU visible" : "built without CUDA";
   for (const auto& r : {runtime("cuda", "auto"), runtime("cuda", "gloo"), runtime("auto", "nccl")}) {

@@ -1,0 +1,195 @@
+// Restoring the sharded training state from a checkpoint directory.
+#include "ckpt/checkpoint_restore.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint_format.h"
+#include "ckpt/safetensors.h"
+#include "util/error.h"
+#include "util/json_file.h"
+
+namespace fs = std::filesystem;
+
+namespace spmd {
+
+std::string resolve_resume_path(const Config& config, const std::string& requested) {
+  if (!requested.empty() && requested != "latest" && requested != "auto") {
+    SPMD_CHECK(fs::exists(requested + "/index.json"), "--resume {}: not a complete checkpoint (no index.json there)",
+               requested);
+    return requested;
+  }
+  SPMD_CHECK(!config.checkpoint.dir.empty(), "--resume needs checkpoint.dir in the config, or a checkpoint path");
+  auto latest = find_latest_checkpoint(config.checkpoint.dir);
+  if (requested == "auto" && !latest) return "";
+  SPMD_CHECK(latest.has_value(), "--resume: no complete checkpoint in {} (looked for step_*/index.json)",
+             config.checkpoint.dir);
+  return *latest;
+}
+
+namespace {
+// The index of checkpoint `path`, checked to be ours and to describe the network `model`.
+nlohmann::json read_checked_index(const std::string& path, const ModelConfig& model) {
+  const std::string index_path = path + "/index.json";
+  nlohmann::json index = read_json_file(index_path, "checkpoint index");
+  try {
+    SPMD_CHECK(index.at("format") == "spmd-train-checkpoint", "{}: not a spmd-train checkpoint index", index_path);
+    SPMD_CHECK(index.at("version").get<int>() == kCheckpointFormatVersion, "{}: format version {} is not supported (expected {})",
+               index_path, index.at("version").dump(), kCheckpointFormatVersion);
+    // The model must be the same network; the mesh and rules may differ.
+    nlohmann::json want = checkpoint_model_json(model);
+    for (auto it = want.begin(); it != want.end(); ++it)
+      SPMD_CHECK(index.at("model").at(it.key()) == it.value(),
+                 "{}: checkpoint has model.{} = {} but the config says {}; the model shape must match", index_path,
+                 it.key(), index.at("model").at(it.key()).dump(), it.value().dump());
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: malformed checkpoint index: {}", index_path, e.what()));
+  }
+  return index;
+}
+
+// The local tensor an array (kind, parameter index) is read into.
+using ArrayTarget = std::function<at::Tensor&(const std::string& kind, size_t param)>;
+
+// Reads, for every parameter this rank holds and every kind, the parts of the saved blocks that
+// overlap this rank's shard.
+void read_arrays(const std::string& path, const nlohmann::json& index, const ModelLayout& layout, int rank,
+                 const std::vector<std::string>& kinds, const ArrayTarget& local_array) {
+  const std::string index_path = path + "/index.json";
+  try {
+    std::map<std::string, const nlohmann::json*> arrays;
+    for (const auto& a : index.at("arrays")) arrays[a.at("name").get<std::string>()] = &a;
+    std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
+    auto open = [&](const std::string& name) -> const SafetensorsFile& {
+      auto& f = files[name];
+      if (!f) {
+        const std::string file_path = path + "/" + name;
+        SPMD_CHECK(fs::exists(file_path), "checkpoint file {} is missing", file_path);
+        f = std::make_unique<SafetensorsFile>(file_path);
+      }
+      return *f;
+    };
+
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < layout.params.size(); ++i) {
+      const auto& p = layout.params[i];
+      if (!p.sharding.holds(rank)) continue;  // another pipeline stage reads it
+      const auto target_offset = p.sharding.shard_offset(rank);
+      const auto target_shape = p.sharding.shard_shape();
+      for (const std::string& kind : kinds) {
+        const std::string name = std::string(kind) + "/" + p.info.name;
+        SPMD_CHECK(arrays.count(name), "{}: has no array '{}'", index_path, name);
+        const auto& entry = *arrays[name];
+        auto saved_shape = entry.at("shape").get<std::vector<int64_t>>();
+        SPMD_CHECK(saved_shape.size() == p.info.shape.size(), "{}: array '{}' has shape {} but the model needs {}",
+                   index_path, name, entry.at("shape").dump(), nlohmann::json(p.info.shape).dump());
+        for (size_t d = 0; d < saved_shape.size(); ++d)
+          SPMD_CHECK(saved_shape[d] == p.info.shape[d] || static_cast<int64_t>(d) == p.info.padded_dim,
+                     "{}: array '{}' has shape {} but the model needs {}", index_path, name, entry.at("shape").dump(),
+                     nlohmann::json(p.info.shape).dump());
+        // Padding (the vocab's) may differ between meshes: padding rows are zero, so start from zeros and
+        // copy every saved element that falls inside this rank's shard.
+        at::Tensor& target = local_array(kind, i);
+        target.zero_();
+        for (const auto& block : entry.at("blocks")) {
+          auto offset = block.at("offset").get<std::vector<int64_t>>();
+          auto shape = block.at("shape").get<std::vector<int64_t>>();
+          std::vector<int64_t> lo(offset.size()), hi(offset.size());
+          bool overlaps = true;
+          for (size_t d = 0; d < offset.size(); ++d) {
+            lo[d] = std::max(offset[d], target_offset[d]);
+            hi[d] = std::min(offset[d] + shape[d], target_offset[d] + target_shape[d]);
+            overlaps = overlaps && lo[d] < hi[d];
+          }
+          if (!overlaps) continue;
+          const std::string file_name = block.at("file").get<std::string>();
+          const SafetensorsFile& file = open(file_name);
+          const std::string tensor = block.at("tensor").get<std::string>();
+          SPMD_CHECK(file.entries().count(tensor), "checkpoint file {}/{} has no tensor '{}'", path, file_name, tensor);
+          const auto& e = file.entries().at(tensor);
+          auto range = block.at("byte_range").get<std::vector<uint64_t>>();
+          SPMD_CHECK(range.size() == 2 && range[0] == file.data_start() + e.begin && range[1] == file.data_start() + e.end,
+                     "checkpoint file {}/{}: tensor '{}' is not where the index says (corrupted)", path, file_name, tensor);
+          SPMD_CHECK(checksum_matches(block.at("checksum").get<std::string>(), file.bytes(tensor), e.end - e.begin),
+                     "checkpoint file {}/{}: checksum mismatch for '{}' (corrupted)", path, file_name, tensor);
+          SPMD_CHECK(e.shape == shape, "checkpoint file {}/{}: tensor '{}' has shape {} but the index says {}", path,
+                     file_name, tensor, nlohmann::json(e.shape).dump(), nlohmann::json(shape).dump());
+          at::Tensor src = file.tensor(tensor), dst = target;
+          for (size_t d = 0; d < offset.size(); ++d) {
+            src = src.narrow(static_cast<int64_t>(d), lo[d] - offset[d], hi[d] - lo[d]);
+            dst = dst.narrow(static_cast<int64_t>(d), lo[d] - target_offset[d], hi[d] - lo[d]);
+          }
+          dst.copy_(src);
+        }
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: malformed checkpoint index: {}", index_path, e.what()));
+  }
+}
+
+void restore_on_this_rank(CheckpointState& s, const std::string& path) {
+  const nlohmann::json index = read_checked_index(path, s.config.model);
+  read_arrays(path, index, s.model.layout(), s.comm.rank(), {std::begin(kCheckpointArrayKinds), std::end(kCheckpointArrayKinds)},
+              [&](const std::string& kind, size_t i) -> at::Tensor& { return checkpoint_local_array(s, kind, i); });
+  try {
+    s.optimizer.set_steps_taken(index.at("optimizer").at("steps_taken").get<int64_t>());
+    LoaderState loader_state;
+    from_json(index.at("data_iterator"), loader_state);
+    s.loader.restore(loader_state);
+    s.step = index.at("step").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}/index.json: malformed checkpoint index: {}", path, e.what()));
+  }
+}
+
+// A rank may be the only one to read a bad block: every rank learns every rank's error (a
+// fixed-size all-gather) and all stop with the first one, so rank 0 can report it.
+void on_every_rank_or_none(Communicator& comm, const std::function<void()>& restore) {
+  constexpr int64_t kMessageBytes = 1024;
+  std::string error;
+  try {
+    restore();
+  } catch (const UsageError& e) {
+    error = e.what();
+  }
+  at::Tensor mine = at::zeros({1, kMessageBytes}, at::kByte);
+  std::memcpy(mine.data_ptr(), error.data(), std::min<size_t>(error.size(), kMessageBytes - 1));
+  at::Tensor all = comm.control().all_gather(mine, 0);  // (world, kMessageBytes)
+  for (int64_t r = 0; r < all.size(0); ++r) {
+    const char* text = reinterpret_cast<const char*>(all[r].data_ptr());
+    if (text[0] != '\0') throw UsageError(std::string(text, strnlen(text, kMessageBytes)));
+  }
+}
+}  // namespace
+
+void restore_checkpoint(CheckpointState& s, const std::string& path) {
+  on_every_rank_or_none(s.comm, [&] { restore_on_this_rank(s, path); });
+}
+
+void restore_parameters(ShardedModel& model, const std::string& path) {
+  on_every_rank_or_none(model.comm(), [&] {
+    const nlohmann::json index = read_checked_index(path, model.layout().model);
+    at::NoGradGuard no_grad;
+    read_arrays(path, index, model.layout(), model.comm().rank(), {"param"},
+                [&](const std::string&, size_t i) -> at::Tensor& { return model.params()[i]; });
+  });
+}
+
+std::string checkpoint_config_yaml(const std::string& path) {
+  const std::string index_path = path + "/index.json";
+  SPMD_CHECK(fs::exists(index_path), "{}: not a complete checkpoint (no index.json there)", path);
+  const nlohmann::json index = read_json_file(index_path, "checkpoint index");
+  SPMD_CHECK(index.contains("config") && index["config"].is_string(), "{}: has no config", index_path);
+  return index["config"].get<std::string>();
+}
+
+}  // namespace spmd

@@ -1,0 +1,64 @@
+// The config's named choices as values: parsed once by the config loader, compared as enums
+// everywhere else. name_of gives a value's YAML spelling, the one string messages, JSON outputs,
+// plan labels and the resolved config print. No dependencies beyond the standard library, so
+// lib/kernels can take a MatmulDtype without knowing about the config.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+// runtime.pipeline_schedule: the order of microbatch passes on each pipeline stage.
+enum class PipelineSchedule { kOneFOneB, kGPipe, kInterleaved };
+// runtime.remat: what the backward recomputes instead of keeping.
+enum class Remat { kNone, kSelective, kFull };
+// runtime.context_exchange: how context parallelism's attention gets the other ranks' keys and values.
+enum class ContextExchange { kAllGather, kRing };
+// model.matmul_dtype: the operand dtype of the dense products and the LM head.
+enum class MatmulDtype { kFloat32, kBFloat16 };
+
+// The trailing returns are unreachable (every value has a case); they keep -Wreturn-type quiet.
+inline std::string name_of(PipelineSchedule schedule) {
+  switch (schedule) {
+    case PipelineSchedule::kOneFOneB: return "1f1b";
+    case PipelineSchedule::kGPipe: return "gpipe";
+    case PipelineSchedule::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+
+inline std::string name_of(Remat remat) {
+  switch (remat) {
+    case Remat::kNone: return "none";
+    case Remat::kSelective: return "selective";
+    case Remat::kFull: return "full";
+  }
+  return "?";
+}
+
+inline std::string name_of(ContextExchange exchange) {
+  switch (exchange) {
+    case ContextExchange::kAllGather: return "all_gather";
+    case ContextExchange::kRing: return "ring";
+  }
+  return "?";
+}
+
+inline std::string name_of(MatmulDtype dtype) {
+  switch (dtype) {
+    case MatmulDtype::kFloat32: return "float32";
+    case MatmulDtype::kBFloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+// The value among `values` that name_of spells `name`, or nullopt: the config loader's parse.
+template <class E>
+std::optional<E> parse_choice(const std::string& name, const std::vector<E>& values) {
+  for (E value : values)
+    if (name_of(value) == name) return value;
+  return std::nullopt;
+}
+
+}  // namespace spmd

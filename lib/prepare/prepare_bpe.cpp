@@ -1,0 +1,89 @@
+// The BPE prepare pipeline (see prepare_bpe.h): learn the merges from the documents (bpe:N; one
+// pass, its counting in input order) or read Hugging Face files, then encode on the workers.
+#include "prepare/prepare_bpe.h"
+
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <memory>
+
+#include "tokenizer/bpe_files.h"
+#include "tokenizer/bpe_train.h"
+#include "prepare/prepare_encode.h"
+#include "prepare/prepare_pass.h"
+#include "util/error.h"
+
+namespace spmd {
+namespace {
+
+std::shared_ptr<const BpeTokenizer> learn_or_read(const PrepareOptions& options,
+                                                  const std::vector<std::string>& files,
+                                                  Progress& progress) {
+  if (!options.tokenizer_dir.empty())
+    return std::make_shared<const BpeTokenizer>(read_tokenizer_dir(options.tokenizer_dir));
+  SPMD_CHECK(options.bpe_merges >= 0 && options.bpe_merges <= 65536 - 257,
+             "--vocab bpe:{}: N must be in [0, {}] so that the 256 bytes, N merges and "
+             "<|endoftext|> fit uint16 tokens",
+             options.bpe_merges, 65536 - 257);
+  BpeTrainer trainer;
+  const DocumentOptions doc_options{options.json_key, options.skip_bad_lines};
+  auto make_job = [&]() -> std::function<BatchDocuments(InputBatch&)> {
+    return [&files, doc_options](InputBatch& batch) {
+      return split_documents(batch, files, doc_options);
+    };
+  };
+  auto consume = [&](BatchDocuments& docs, PassTotals& totals) {
+    for (const auto& segment : docs.segments) {
+      trainer.add_text(segment.text);
+      totals.documents += segment.starts_document ? 1 : 0;
+    }
+  };
+  run_corpus_pass<BatchDocuments>(options, files, progress, make_job, consume);
+  return std::make_shared<const BpeTokenizer>(trainer.train(options.bpe_merges, options.progress));
+}
+
+// Each worker encodes with its own BpeEncoder (a pre-tokenizer and a word cache).
+std::function<SegmentEncoder()> bpe_encoder(std::shared_ptr<const BpeTokenizer> tokenizer) {
+  return [tokenizer]() -> SegmentEncoder {
+    auto encoder = std::make_shared<BpeEncoder>(*tokenizer);
+    auto ids = std::make_shared<std::vector<int32_t>>();
+    return [tokenizer, encoder, ids](const DocumentSegment& segment, const InputBatch&,
+                                     std::vector<uint16_t>& out) {
+      ids->clear();
+      encoder->encode(segment.text, *ids);
+      out.insert(out.end(), ids->begin(), ids->end());  // ids < vocab_size <= 65536 (checked)
+    };
+  };
+}
+
+}  // namespace
+
+DatasetMeta prepare_bpe(const PrepareOptions& options, const std::vector<std::string>& files,
+                        size_t total_bytes) {
+  const bool trained = options.tokenizer_dir.empty();
+  Progress progress(options.progress, total_bytes, trained ? 2 : 1);
+  DatasetMeta meta;
+  meta.vocab = VocabKind::kBpe;
+  meta.val_fraction = options.val_fraction;
+  meta.sources = files;
+  meta.bpe = learn_or_read(options, files, progress);
+  meta.vocab_size = meta.bpe->vocab_size();
+  meta.eot_token = meta.bpe->eot_id();
+  meta.tokenizer_source = trained ? fmt::format("bpe:{}", options.bpe_merges)
+                                  : std::filesystem::absolute(options.tokenizer_dir).string();
+  SPMD_CHECK(meta.vocab_size <= 65536,
+             "the tokenizer has {} ids, more than uint16 tokens hold (train.bin stores uint16)",
+             meta.vocab_size);
+
+  // The tokenizer's files are composed while the workers encode, off the serial path.
+  auto texts = std::async(std::launch::async, tokenizer_file_texts, std::cref(*meta.bpe));
+  auto sink = make_token_sink(sink_options(options));
+  progress.start_pass(trained ? 2 : 1);
+  encode_corpus(options, files, progress, meta.bpe->eot_id(), bpe_encoder(meta.bpe), *sink, meta);
+  sink->finish(meta);
+  write_tokenizer_files(texts.get(), options.out_dir);
+  write_meta_file(meta, options.out_dir);
+  return meta;
+}
+
+}  // namespace spmd

@@ -1,0 +1,31 @@
+// prepare's encoding pass: every document of the corpus encoded on the workers, the tokens written
+// to a TokenSink in the input's order, <|endoftext|> between documents when the vocabulary has it.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "prepare/documents.h"
+#include "data/meta.h"
+#include "prepare/prepare.h"
+#include "prepare/prepare_output.h"
+#include "prepare/token_sink.h"
+
+namespace spmd {
+
+// Appends the tokens of one segment of a document (`batch` holds it: file and offset for
+// messages). Each worker makes its own, so encoders may keep state (a cache).
+using SegmentEncoder =
+    std::function<void(const DocumentSegment&, const InputBatch&, std::vector<uint16_t>&)>;
+
+// eot_id < 0: documents are concatenated as they are. Sets meta's document counts.
+void encode_corpus(const PrepareOptions& options, const std::vector<std::string>& files,
+                   Progress& progress, int32_t eot_id,
+                   const std::function<SegmentEncoder()>& make_encoder, TokenSink& sink,
+                   DatasetMeta& meta);
+
+// The outputs that options ask for.
+TokenSinkOptions sink_options(const PrepareOptions& options);
+
+}  // namespace spmd

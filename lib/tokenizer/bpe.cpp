@@ -1,0 +1,135 @@
+// Byte-level BPE encoding and decoding (see bpe.h).
+#include "tokenizer/bpe.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+
+bool is_concatenation(std::string_view whole, std::string_view left, std::string_view right) {
+  return whole.size() == left.size() + right.size() && whole.substr(0, left.size()) == left &&
+         whole.substr(left.size()) == right;
+}
+
+}  // namespace
+
+BpeTokenizer::BpeTokenizer(std::vector<BpeToken> tokens, std::vector<BpeMerge> merges,
+                           int32_t eot_id, const std::string& origin)
+    : tokens_(std::move(tokens)), merges_(std::move(merges)), eot_id_(eot_id) {
+  const auto n = static_cast<int32_t>(tokens_.size());
+  SPMD_CHECK(eot_id_ >= 0 && eot_id_ < n && tokens_[eot_id_].special,
+             "{}: no special {} token", origin, kEndOfText);
+  std::fill(std::begin(byte_id_), std::end(byte_id_), -1);
+  for (int32_t id = 0; id < n; ++id) {
+    const BpeToken& t = tokens_[id];
+    if (!t.special && t.bytes.size() == 1) byte_id_[static_cast<unsigned char>(t.bytes[0])] = id;
+  }
+  for (int b = 0; b < 256; ++b)
+    SPMD_CHECK(byte_id_[b] >= 0, "{}: no token for the single byte 0x{:02X}", origin, b);
+  rules_.reserve(merges_.size());
+  for (size_t rank = 0; rank < merges_.size(); ++rank) {
+    const BpeMerge& m = merges_[rank];
+    SPMD_ASSERT(m.left >= 0 && m.left < n && m.right >= 0 && m.right < n && m.result >= 0 &&
+                    m.result < n,
+                "merge {} has an id outside the vocabulary", rank);
+    SPMD_CHECK(!tokens_[m.left].special && !tokens_[m.right].special && !tokens_[m.result].special &&
+                   is_concatenation(tokens_[m.result].bytes, tokens_[m.left].bytes, tokens_[m.right].bytes),
+               "{}: merge {} does not produce the concatenation of its parts", origin, rank + 1);
+    rules_.emplace(pair_key(m.left, m.right), Rule{static_cast<int32_t>(rank), m.result});
+  }
+}
+
+// Merges by rank with a heap of candidate pairs: O(L log L) per word, so a megabyte-long word
+// (a run of letters with no space) stays fast. Stale candidates are skipped when popped.
+void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  const auto n = static_cast<int32_t>(word.size());
+  if (n == 0) return;
+  struct Symbol {
+    int32_t id, next;  // next = index of the following live symbol, -1 at the end
+  };
+  struct Candidate {
+    int32_t rank, pos, left, right;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
+  };
+  std::vector<Symbol> sym(n);
+  std::vector<int32_t> prev(n);
+  for (int32_t i = 0; i < n; ++i) {
+    sym[i] = {byte_id_[static_cast<unsigned char>(word[i])], i + 1 < n ? i + 1 : -1};
+    prev[i] = i - 1;
+  }
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  auto push = [&](int32_t pos) {
+    if (pos < 0 || sym[pos].next < 0) return;
+    auto it = rules_.find(pair_key(sym[pos].id, sym[sym[pos].next].id));
+    if (it != rules_.end()) heap.push({it->second.rank, pos, sym[pos].id, sym[sym[pos].next].id});
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    Candidate c = heap.top();
+    heap.pop();
+    Symbol& s = sym[c.pos];
+    if (s.id != c.left || s.next < 0 || sym[s.next].id != c.right) continue;  // stale
+    const int32_t right = s.next;
+    s.id = merges_[c.rank].result;
+    s.next = sym[right].next;
+    if (s.next >= 0) prev[s.next] = c.pos;
+    sym[right].id = -1;
+    push(prev[c.pos]);
+    push(c.pos);
+  }
+  for (int32_t i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+  Pretokenizer pretokenizer;
+  std::vector<std::string_view> words;
+  pretokenizer.split(text, words);
+  std::vector<int32_t> ids;
+  for (std::string_view w : words) encode_word(w, ids);
+  return ids;
+}
+
+std::string BpeTokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::string out;
+  for (int64_t id : ids) {
+    SPMD_CHECK(id >= 0 && id < vocab_size(), "token id {} is outside the vocabulary of {}", id,
+               vocab_size());
+    out += tokens_[static_cast<size_t>(id)].bytes;
+  }
+  return out;
+}
+
+BpeEncoder::BpeEncoder(const BpeTokenizer& tokenizer)
+    : tokenizer_(tokenizer), cache_(std::make_unique<WordCache>()) {}
+
+const BpeEncoder::Ids& BpeEncoder::cached(std::string_view word) {
+  auto it = cache_->ids_of.find(word);
+  if (it != cache_->ids_of.end()) return it->second;
+  if (cache_->ids_of.size() >= kMaxCachedWords) cache_ = std::make_unique<WordCache>();
+  word_ids_.clear();
+  tokenizer_.encode_word(word, word_ids_);
+  auto& arena = cache_->arena;
+  auto* key = static_cast<char*>(arena.allocate(word.size(), 1));
+  std::copy(word.begin(), word.end(), key);
+  auto* ids = static_cast<int32_t*>(arena.allocate(word_ids_.size() * sizeof(int32_t), alignof(int32_t)));
+  std::copy(word_ids_.begin(), word_ids_.end(), ids);
+  const Ids entry{ids, word_ids_.size()};
+  return cache_->ids_of.emplace(std::string_view(key, word.size()), entry).first->second;
+}
+
+void BpeEncoder::encode(std::string_view text, std::vector<int32_t>& out) {
+  words_.clear();
+  pretokenizer_.split(text, words_);
+  for (std::string_view w : words_) {
+    const Ids& ids = cached(w);
+    out.insert(out.end(), ids.data, ids.data + ids.size);
+  }
+}
+
+}  // namespace spmd
