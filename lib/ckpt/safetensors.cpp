@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/checked_size.h"
 #include "util/crc32c.h"
 #include "util/durable_file.h"
 #include "util/error.h"
@@ -97,12 +98,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
       SPMD_CHECK(offsets.size() == 2, "bad data_offsets");
       e.begin = offsets[0];
       e.end = offsets[1];
-      uint64_t numel = 1;
-      for (int64_t s : e.shape) numel *= static_cast<uint64_t>(s);
+      const std::string what = fmt::format("{}: tensor '{}'", path, it.key());
+      const int64_t numel = checked_element_count(e.shape, what);
       SPMD_CHECK(e.begin <= e.end && e.end <= data_size, "{}: tensor '{}' ends at byte {} but the file holds {} data "
                  "bytes (truncated?)", path, it.key(), e.end, data_size);
-      SPMD_CHECK(e.dtype != "F32" || e.end - e.begin == numel * 4, "{}: tensor '{}' has {} bytes for shape of {} floats",
-                 path, it.key(), e.end - e.begin, numel);
+      SPMD_CHECK(e.dtype != "F32" || e.end - e.begin == static_cast<uint64_t>(checked_byte_count(numel, 4, what)),
+                 "{}: tensor '{}' has {} bytes for shape of {} floats", path, it.key(), e.end - e.begin, numel);
       entries_[it.key()] = e;
     } catch (const nlohmann::json::exception& ex) {
       throw UsageError(fmt::format("{}: corrupted safetensors entry '{}': {}", path, it.key(), ex.what()));
