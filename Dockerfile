@@ -28,12 +28,12 @@ RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
  && bash scripts/setup && rm -rf /var/lib/apt/lists/* /root/.cache/pip
 COPY . .
 # One layer (buildah's vfs storage copies every layer whole, and this stage holds the 7 GB wheel):
-# - only the three programs (no tests, no benchmarks); no CUDA toolkit here, so the wheel's CPU
-#   libraries are linked (cmake/find_torch.cmake); without ccache, whose cache would not outlive it;
+# - only the three programs (no tests, no benchmarks); the CPU tool (-DSPMD_CUDA=OFF: the wheel's
+#   CPU libraries alone, cmake/find_torch.cmake); without ccache, whose cache would not outlive it;
 # - the wheel's libraries the programs load (found through their run paths into .venv-torch2, so
 #   they keep their paths) and the OpenBLAS the CPU kernels open, collected under /runtime;
 # - the default corpus: Debian's fortunes (installed by scripts/setup) -> train.bin, val.bin, meta.json.
-RUN SPMD_CMAKE_ARGS="-DCCACHE_PROGRAM=CCACHE_PROGRAM-NOTFOUND" bash scripts/build spmd-train spmd-inspect spmd-prepare \
+RUN SPMD_CMAKE_ARGS="-DCCACHE_PROGRAM=CCACHE_PROGRAM-NOTFOUND -DSPMD_CUDA=OFF" bash scripts/build spmd-train spmd-inspect spmd-prepare \
  && strip --strip-unneeded build/app/spmd-train build/app/spmd-inspect build/app/spmd-prepare \
  && mkdir -p /runtime/usr/local/bin \
  && libs=$(ldd build/app/spmd-* | awk '/=> \/src\/.venv-torch2/ {print $3}' | xargs realpath -s | sort -u) \

@@ -1,10 +1,31 @@
 # Finds libtorch: the torch wheel that scripts/setup installs into .venv-torch2 (scripts/build points
-# CMAKE_PREFIX_PATH at it). PyPI's Linux wheel is built with CUDA, and its CMake package insists on
-# a CUDA toolkit (nvcc, headers) even to link a CPU-only program. Where no toolkit is installed
-# (SPMD_CUDA=AUTO) or CUDA is not wanted (OFF), the wheel's CPU libraries are imported directly:
-# libtorch_cpu carries MKL, oneDNN and Gloo either way, so the CPU tool is the same program.
-set(SPMD_CUDA AUTO CACHE STRING "Build CUDA and NCCL in: AUTO (when libtorch has CUDA and a CUDA toolkit is installed), ON, OFF")
+# CMAKE_PREFIX_PATH at it), and decides whether CUDA and NCCL are built in (SPMD_WITH_CUDA).
+#
+# The project compiles no CUDA kernels: a CUDA build only includes c10/cuda, ATen/cuda and c10d's
+# NCCL headers and links libtorch_cuda, libc10_cuda, cudart and NCCL. PyPI's Linux wheel ships all
+# of that: libtorch_cuda in torch/lib, and the CUDA runtime (cuda_runtime_api.h, libcudart) and NCCL
+# (nccl.h, libnccl) with their headers in its nvidia-* packages beside torch (site-packages/nvidia:
+# cu13/ for CUDA 13 wheels; cuda_runtime/ and nccl/ for CUDA 12 ones). So where the wheel has them,
+# CUDA is built from the wheel alone, with no CUDA toolkit (no nvcc), through an imported target
+# made here, whether or not a toolkit is installed: every host then gets the same build, from the
+# very headers of the cudart and NCCL that libtorch_cuda loads (a toolkit of another CUDA version,
+# 12.x beside a CUDA 13 wheel, would mix its headers with the wheel's libraries), and no host needs
+# TORCH_CUDA_ARCH_LIST or a GPU probe. Torch's own CMake package (which insists on a toolkit for a
+# CUDA libtorch) is used only for a libtorch without those packages (a torch built from source
+# against the host's toolkit) or one without CUDA.
+#
+#   SPMD_CUDA=AUTO  CUDA when libtorch has it (the wheel's packages, else a toolkit); else CPU only
+#   SPMD_CUDA=ON    CUDA, or the configure fails saying what is missing (scripts/device-build)
+#   SPMD_CUDA=OFF   the CPU tool: the wheel's CPU libraries only (scripts/check-cpu-only-build)
+#
+# Sets TORCH_LIBRARIES, TORCH_INSTALL_PREFIX, Torch_VERSION; SPMD_WITH_CUDA and, with it,
+# SPMD_CUDA_VERSION, SPMD_CUDA_FROM, SPMD_NCCL_INCLUDE_DIR, SPMD_NCCL_LIBRARY, SPMD_NCCL_VERSION;
+# without it SPMD_CUDA_OFF_REASON. cmake/torch.cmake applies them.
+set(SPMD_CUDA AUTO CACHE STRING "Build CUDA and NCCL in: AUTO (when libtorch has CUDA: from the torch wheel's nvidia-* packages, no toolkit needed), ON (or fail), OFF (CPU only)")
 set_property(CACHE SPMD_CUDA PROPERTY STRINGS AUTO ON OFF)
+if(NOT SPMD_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "SPMD_CUDA=${SPMD_CUDA}: use AUTO, ON or OFF")
+endif()
 
 find_file(SPMD_TORCH_CONFIG TorchConfig.cmake PATH_SUFFIXES Torch share/cmake/Torch NO_CACHE)
 if(NOT SPMD_TORCH_CONFIG)
@@ -13,32 +34,123 @@ if(NOT SPMD_TORCH_CONFIG)
 endif()
 get_filename_component(_torch_cmake_dir "${SPMD_TORCH_CONFIG}" DIRECTORY)
 get_filename_component(_torch_prefix "${_torch_cmake_dir}/../../.." ABSOLUTE)
+get_filename_component(_spmd_site_packages "${_torch_prefix}/.." ABSOLUTE)
+file(STRINGS "${_torch_cmake_dir}/TorchConfigVersion.cmake" _torch_version_line REGEX "set\\(PACKAGE_VERSION ")
+string(REGEX REPLACE ".*\"([^\"]+)\".*" "\\1" Torch_VERSION "${_torch_version_line}")
 
-set(_torch_has_cuda OFF)
-if(EXISTS "${_torch_prefix}/lib/libtorch_cuda.so")
-  set(_torch_has_cuda ON)
-endif()
-if(_torch_has_cuda AND NOT SPMD_CUDA STREQUAL "OFF")
-  find_package(CUDAToolkit QUIET)
-  if(NOT CUDAToolkit_FOUND AND SPMD_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "SPMD_CUDA=ON, but no CUDA toolkit was found (nvcc, cuda_runtime.h): install it, or "
-                        "configure with -DSPMD_CUDA=AUTO to build the CPU tool")
+set(SPMD_WITH_CUDA OFF)
+set(SPMD_CUDA_OFF_REASON "")
+set(_spmd_cuda_how "")  # wheel, package or cpu: which of the three ways below links libtorch
+
+if(NOT EXISTS "${_torch_prefix}/lib/libtorch_cuda.so")
+  set(SPMD_CUDA_OFF_REASON "libtorch at ${_torch_prefix} has no CUDA")
+  if(SPMD_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "SPMD_CUDA=ON, but ${SPMD_CUDA_OFF_REASON} (no lib/libtorch_cuda.so): install PyPI's Linux "
+                        "torch wheel, or configure with -DSPMD_CUDA=AUTO to build the CPU tool")
+  endif()
+  set(_spmd_cuda_how package)  # Torch's package needs no toolkit for a libtorch without CUDA
+elseif(SPMD_CUDA STREQUAL "OFF")
+  set(SPMD_CUDA_OFF_REASON "configured with SPMD_CUDA=OFF")
+  set(_spmd_cuda_how cpu)
+else()
+  # What a CUDA build takes from the wheel, each looked for where the wheel's packages put it.
+  set(_spmd_wheel_missing)
+  file(GLOB _spmd_nvidia_include_dirs LIST_DIRECTORIES true "${_spmd_site_packages}/nvidia/*/include")
+  find_path(_spmd_cudart_include_dir cuda_runtime_api.h PATHS ${_spmd_nvidia_include_dirs} NO_DEFAULT_PATH NO_CACHE)
+  find_path(_spmd_wheel_nccl_include_dir nccl.h PATHS "${_spmd_site_packages}/nvidia/nccl/include" NO_DEFAULT_PATH
+            NO_CACHE)
+  find_file(_spmd_wheel_nccl_library libnccl.so.2 PATHS "${_spmd_site_packages}/nvidia/nccl/lib" NO_DEFAULT_PATH
+            NO_CACHE)
+  foreach(_file lib/libc10_cuda.so include/c10/cuda/CUDAFunctions.h
+                include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp)
+    if(NOT EXISTS "${_torch_prefix}/${_file}")
+      list(APPEND _spmd_wheel_missing "torch/${_file}")
+    endif()
+  endforeach()
+  if(_spmd_cudart_include_dir)
+    # CUDART_VERSION 13020 is CUDA 13.2; libcudart.so.13 beside the header (nvidia/<package>/lib).
+    file(STRINGS "${_spmd_cudart_include_dir}/cuda_runtime_api.h" _cudart_version REGEX "^#define CUDART_VERSION +[0-9]+")
+    string(REGEX REPLACE "[^0-9]*([0-9]+).*" "\\1" _cudart_version "${_cudart_version}")
+    math(EXPR _cuda_major "${_cudart_version} / 1000")
+    math(EXPR _cuda_minor "(${_cudart_version} % 1000) / 10")
+    set(_spmd_wheel_cuda_version "${_cuda_major}.${_cuda_minor}")
+    get_filename_component(_spmd_cudart_library "${_spmd_cudart_include_dir}/../lib/libcudart.so.${_cuda_major}"
+                           ABSOLUTE)
+    if(NOT EXISTS "${_spmd_cudart_library}")
+      list(APPEND _spmd_wheel_missing "${_spmd_cudart_library}")
+    endif()
+  else()
+    list(APPEND _spmd_wheel_missing "nvidia/*/include/cuda_runtime_api.h")
+  endif()
+  if(NOT _spmd_wheel_nccl_include_dir)
+    list(APPEND _spmd_wheel_missing "nvidia/nccl/include/nccl.h")
+  endif()
+  if(NOT _spmd_wheel_nccl_library)
+    list(APPEND _spmd_wheel_missing "nvidia/nccl/lib/libnccl.so.2")
+  endif()
+
+  if(NOT _spmd_wheel_missing)
+    set(_spmd_cuda_how wheel)
+  else()
+    list(JOIN _spmd_wheel_missing ", " _spmd_wheel_missing)
+    set(_spmd_wheel_missing "libtorch at ${_torch_prefix} has CUDA, but not the torch wheel's CUDA runtime and NCCL packages beside it: no ${_spmd_wheel_missing}")
+    find_package(CUDAToolkit QUIET)
+    if(CUDAToolkit_FOUND)
+      set(_spmd_cuda_how package)
+    elseif(SPMD_CUDA STREQUAL "ON")
+      message(FATAL_ERROR "SPMD_CUDA=ON, but ${_spmd_wheel_missing}, and no CUDA toolkit was found either: install PyPI's "
+                          "torch wheel with its nvidia-* dependencies, or configure with -DSPMD_CUDA=OFF to build the CPU tool")
+    else()
+      set(SPMD_CUDA_OFF_REASON "${_spmd_wheel_missing}, and no CUDA toolkit")
+      set(_spmd_cuda_how cpu)
+    endif()
   endif()
 endif()
 
-if(NOT _torch_has_cuda OR CUDAToolkit_FOUND)
+set(TORCH_INSTALL_PREFIX "${_torch_prefix}")
+if(_spmd_cuda_how STREQUAL "wheel")
+  # What find_package(Torch) gives a CUDA program (headers, libtorch_cuda/libc10_cuda over
+  # libtorch_cpu/libc10, cudart, the c10d defines, C++20), from the wheel alone. libtorch_cuda is
+  # linked even where nothing names its symbols (--no-as-needed, as Torch's package does): loading it
+  # registers the CUDA kernels and hooks. The plain paths after it give CMake the run-path folders.
+  add_library(spmd_torch_cuda INTERFACE IMPORTED)
+  set_target_properties(spmd_torch_cuda PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${_torch_prefix}/include;${_torch_prefix}/include/torch/csrc/api/include;${_spmd_cudart_include_dir}"
+    INTERFACE_COMPILE_DEFINITIONS "USE_DISTRIBUTED;USE_C10D_GLOO;USE_C10D_NCCL;USE_CUDA"
+    INTERFACE_COMPILE_FEATURES cxx_std_20
+    INTERFACE_LINK_LIBRARIES "-Wl,--push-state,--no-as-needed,${_torch_prefix}/lib/libtorch_cuda.so,--pop-state;${_torch_prefix}/lib/libtorch_cuda.so;${_torch_prefix}/lib/libc10_cuda.so;${_torch_prefix}/lib/libtorch_cpu.so;${_torch_prefix}/lib/libc10.so;${_spmd_cudart_library}")
+  set(TORCH_LIBRARIES spmd_torch_cuda)
+  set(SPMD_WITH_CUDA ON)
+  set(SPMD_CUDA_VERSION "${_spmd_wheel_cuda_version}")
+  set(SPMD_CUDA_FROM "from the torch wheel; no CUDA toolkit needed")
+  set(SPMD_NCCL_INCLUDE_DIR "${_spmd_wheel_nccl_include_dir}")
+  set(SPMD_NCCL_LIBRARY "${_spmd_wheel_nccl_library}")
+elseif(_spmd_cuda_how STREQUAL "package")
   # This libtorch's package, whatever an earlier configure of the same build folder cached.
   set(Torch_DIR "${_torch_cmake_dir}" CACHE PATH "Torch's CMake package" FORCE)
   find_package(Torch REQUIRED)
-  set(SPMD_CUDA_OFF_REASON "")
-  if(NOT _torch_has_cuda)
-    set(SPMD_CUDA_OFF_REASON "libtorch at ${_torch_prefix} has no CUDA")
+  if(TARGET torch_cuda)
+    set(SPMD_WITH_CUDA ON)
+    set(SPMD_CUDA_VERSION "${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}")
+    set(SPMD_CUDA_FROM "with the CUDA toolkit ${CUDAToolkit_VERSION} in ${CUDAToolkit_BIN_DIR} and Torch's CMake package: ${_spmd_wheel_missing}")
+    # NCCL: the wheel's nvidia-nccl package where it is there (the NCCL libtorch_cuda loads), else
+    # the toolkit's.
+    set(SPMD_NCCL_INCLUDE_DIR "${_spmd_wheel_nccl_include_dir}")
+    set(SPMD_NCCL_LIBRARY "${_spmd_wheel_nccl_library}")
+    if(NOT SPMD_NCCL_INCLUDE_DIR OR NOT SPMD_NCCL_LIBRARY)
+      find_path(_spmd_toolkit_nccl_include_dir nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} NO_CACHE)
+      find_library(_spmd_toolkit_nccl_library NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} NO_CACHE)
+      set(SPMD_NCCL_INCLUDE_DIR "${_spmd_toolkit_nccl_include_dir}")
+      set(SPMD_NCCL_LIBRARY "${_spmd_toolkit_nccl_library}")
+    endif()
+    if(NOT SPMD_NCCL_INCLUDE_DIR OR NOT SPMD_NCCL_LIBRARY)
+      message(FATAL_ERROR "libtorch at ${_torch_prefix} has CUDA, but nccl.h / libnccl were not found (looked in "
+                          "${_spmd_site_packages}/nvidia/nccl and the CUDA toolkit)")
+    endif()
   endif()
 else()
   # The CPU half of a CUDA wheel, without Torch's CMake package: what find_package(Torch) would
   # give a CPU program (headers, libtorch_cpu + libc10, the c10d defines, C++20).
-  file(STRINGS "${_torch_cmake_dir}/TorchConfigVersion.cmake" _torch_version_line REGEX "set\\(PACKAGE_VERSION ")
-  string(REGEX REPLACE ".*\"([^\"]+)\".*" "\\1" Torch_VERSION "${_torch_version_line}")
   add_library(spmd_torch_cpu INTERFACE IMPORTED)
   set_target_properties(spmd_torch_cpu PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${_torch_prefix}/include;${_torch_prefix}/include/torch/csrc/api/include"
@@ -46,16 +158,15 @@ else()
     INTERFACE_COMPILE_FEATURES cxx_std_20
     INTERFACE_LINK_LIBRARIES "${_torch_prefix}/lib/libtorch_cpu.so;${_torch_prefix}/lib/libc10.so")
   set(TORCH_LIBRARIES spmd_torch_cpu)
-  set(TORCH_INSTALL_PREFIX "${_torch_prefix}")
-  if(SPMD_CUDA STREQUAL "OFF")
-    set(SPMD_CUDA_OFF_REASON "configured with SPMD_CUDA=OFF")
-  else()
-    set(SPMD_CUDA_OFF_REASON "no CUDA toolkit where it was built")
-  endif()
-  message(STATUS "spmd: no CUDA toolkit used (${SPMD_CUDA_OFF_REASON}): linking the wheel's CPU libraries only")
 endif()
 
-# c10 alone (its headers and libc10), in both cases: the exception type spmd_data's error text
+if(SPMD_WITH_CUDA)
+  file(STRINGS "${SPMD_NCCL_INCLUDE_DIR}/nccl.h" _nccl_version REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+  string(REGEX REPLACE "[^0-9;]*([0-9]+)[^;]*" "\\1" _nccl_version "${_nccl_version}")
+  string(REPLACE ";" "." SPMD_NCCL_VERSION "${_nccl_version}")
+endif()
+
+# c10 alone (its headers and libc10), in every case: the exception type spmd_data's error text
 # knows, without libtorch (lib/CMakeLists.txt).
 add_library(spmd_c10 INTERFACE IMPORTED)
 set_target_properties(spmd_c10 PROPERTIES

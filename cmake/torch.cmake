@@ -1,7 +1,8 @@
 # What the libtorch found by cmake/find_torch.cmake needs at configure time: its own libraries
 # ahead of any system copy, its libgomp, SPMD_WITH_CUDA with NCCL and run paths (when CUDA is
-# built in), and the fmt shim. Included from the top-level CMakeLists.txt after every
-# find_package; spmd_use_torch(spmd) is called once the library target exists.
+# built in), the fmt shim, and the line saying what was built in (spmd-build-kind.txt). Included
+# from the top-level CMakeLists.txt after every find_package; spmd_use_torch(spmd) is called once
+# the library target exists.
 
 # TorchConfig.cmake looks libc10 up with find_library(... PATHS <prefix>/lib), which searches the
 # system directories first: with Debian's libtorch-dev installed beside the wheel, the wheel build
@@ -27,29 +28,13 @@ if(EXISTS "${TORCH_INSTALL_PREFIX}/lib/libgomp.so.1")
       FORCE)
 endif()
 
-# The one compile-time switch: SPMD_WITH_CUDA when this libtorch was built with CUDA (the wheel's
-# CMake files then define the torch_cuda target, and have already found the CUDA toolkit).
-set(SPMD_WITH_CUDA OFF)
-if(TARGET torch_cuda)
-  set(SPMD_WITH_CUDA ON)
-  # NCCL's header and library: the wheel's nvidia-nccl package (the NCCL libtorch_cuda was built
-  # with and loads: NCCLUtils.hpp's feature macros follow NCCL_VERSION_CODE), else the system's.
+# The one compile-time switch, SPMD_WITH_CUDA, and NCCL's header and library: cmake/find_torch.cmake
+# decided them (from the wheel's nvidia-* packages, no CUDA toolkit needed, where it has them).
+if(SPMD_WITH_CUDA)
+  # Binaries run from the build tree without LD_LIBRARY_PATH: they need libcudart and libnccl
+  # themselves, and must take the wheel's copies (those libtorch_cuda was built with and loads
+  # through its own run path), ahead of any toolkit's lib folder that Torch's package adds.
   get_filename_component(_spmd_site_packages "${TORCH_INSTALL_PREFIX}/.." ABSOLUTE)
-  find_path(SPMD_NCCL_INCLUDE_DIR nccl.h PATHS "${_spmd_site_packages}/nvidia/nccl/include" NO_DEFAULT_PATH)
-  find_path(SPMD_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-  find_library(SPMD_NCCL_LIBRARY NAMES nccl libnccl.so.2 PATHS "${_spmd_site_packages}/nvidia/nccl/lib"
-               NO_DEFAULT_PATH)
-  find_library(SPMD_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR})
-  if(NOT SPMD_NCCL_INCLUDE_DIR OR NOT SPMD_NCCL_LIBRARY)
-    message(FATAL_ERROR "libtorch at ${TORCH_INSTALL_PREFIX} has CUDA, but nccl.h / libnccl were not "
-                        "found (looked in ${_spmd_site_packages}/nvidia/nccl and the CUDA toolkit)")
-  endif()
-  file(STRINGS "${SPMD_NCCL_INCLUDE_DIR}/nccl.h" _nccl_version REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
-  string(REGEX REPLACE "[^0-9;]*([0-9]+)[^;]*" "\\1" _nccl_version "${_nccl_version}")
-  string(REPLACE ";" "." SPMD_NCCL_VERSION "${_nccl_version}")
-  # Binaries run from the build tree without LD_LIBRARY_PATH: they need libcudart/libnvrtc/libnccl
-  # themselves, and must take the wheel's copies (those libtorch was built with and loads through
-  # its own run path), ahead of /usr/local/cuda/lib that CMake adds for the toolkit's libcudart.
   file(GLOB _spmd_nvidia_lib_dirs LIST_DIRECTORIES true "${_spmd_site_packages}/nvidia/*/lib")
   list(PREPEND CMAKE_BUILD_RPATH "${TORCH_INSTALL_PREFIX}/lib" ${_spmd_nvidia_lib_dirs})
 endif()
@@ -79,12 +64,16 @@ else()
   message(STATUS "spmd: no scipy-openblas32 beside torch: the CPU kernels use libtorch's BLAS only")
 endif()
 
+# What was built in, in one line: the configure's status, and spmd-build-kind.txt in the build
+# folder, which scripts/build and scripts/device-build print as their last line.
 if(SPMD_WITH_CUDA)
-  set(_spmd_cuda_status "CUDA on (toolkit ${CUDAToolkit_VERSION}), NCCL on (${SPMD_NCCL_VERSION}, ${SPMD_NCCL_INCLUDE_DIR})")
+  set(SPMD_BUILD_KIND "CUDA ${SPMD_CUDA_VERSION} and NCCL ${SPMD_NCCL_VERSION} built in (${SPMD_CUDA_FROM})")
 else()
-  set(_spmd_cuda_status "CUDA off, NCCL off (${SPMD_CUDA_OFF_REASON})")
+  set(SPMD_BUILD_KIND "CPU only (${SPMD_CUDA_OFF_REASON})")
 endif()
-message(STATUS "spmd: libtorch ${Torch_VERSION} at ${TORCH_INSTALL_PREFIX}; ${_spmd_cuda_status}")
+message(STATUS "spmd: libtorch ${Torch_VERSION} at ${TORCH_INSTALL_PREFIX}")
+message(STATUS "spmd: build: ${SPMD_BUILD_KIND}")
+file(WRITE "${PROJECT_BINARY_DIR}/spmd-build-kind.txt" "${SPMD_BUILD_KIND}\n")
 
 # Applies the switch to the library target; everything linking it inherits it.
 function(spmd_use_torch target)
@@ -95,7 +84,8 @@ function(spmd_use_torch target)
   endif()
   if(SPMD_WITH_CUDA)
     target_compile_definitions(${target} PUBLIC SPMD_WITH_CUDA=1 USE_C10D_NCCL USE_CUDA)
-    # SYSTEM BEFORE: ahead of the CUDA toolkit's include dir, which carries an older nccl.h.
+    # SYSTEM BEFORE: ahead of a CUDA toolkit's include dir (Torch's package), which may carry an
+    # older nccl.h.
     target_include_directories(${target} SYSTEM BEFORE PUBLIC "${SPMD_NCCL_INCLUDE_DIR}")
     target_link_libraries(${target} PUBLIC "${SPMD_NCCL_LIBRARY}")
   endif()

@@ -37,8 +37,8 @@ namespace {
 // Why `key: value` cannot run here, or "" when it can.
 std::string cuda_unavailable(const std::string& key, const std::string& value) {
   if (!built_with_cuda())
-    return fmt::format("{}: {} needs CUDA, but this spmd-train was built without CUDA ({}; build where the CUDA "
-                       "toolkit is installed); use cpu/gloo or auto",
+    return fmt::format("{}: {} needs CUDA, but this spmd-train was built without CUDA ({}; bash scripts/build "
+                       "builds CUDA in wherever the torch wheel has it); use cpu/gloo or auto",
                        key, value, SPMD_CUDA_OFF_REASON);
   if (visible_gpus() == 0)
     return fmt::format("{}: {} needs a GPU, but no GPU visible (this CUDA build found 0 devices; check the driver and "
