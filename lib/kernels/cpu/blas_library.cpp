@@ -2,6 +2,9 @@
 #include "kernels/cpu/blas_library.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,12 +12,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/blas_decision.h"
 #include "util/error.h"
 
 namespace spmd::kernels::cpu {
@@ -79,24 +84,131 @@ Library openblas() {
   return lib;
 }
 
-// Seconds for every thread to run its own sgemm of a transformer-sized product (as parallel_gemm
-// does), best of a few rounds.
-double time_sgemm(SgemmFn sgemm) {
-  const int m = 256, n = 384, k = 384, threads = std::max(1, at::get_num_threads());
-  std::vector<std::vector<float>> a(threads, std::vector<float>(m * k, 0.5f)), b(threads, std::vector<float>(k * n, 0.25f)),
-      c(threads, std::vector<float>(m * n));
-  double best = 1e9;
-  for (int round = 0; round < 6; ++round) {
-    const auto start = std::chrono::steady_clock::now();
-    at::parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
-      const float one = 1.f, zero = 0.f;
-      for (int64_t t = t0; t < t1; ++t)
-        for (int rep = 0; rep < 4; ++rep)
-          sgemm("N", "N", &n, &m, &k, &one, b[t].data(), &n, a[t].data(), &k, &zero, c[t].data(), &n);
-    });
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+// C (m x n) = op(A) op(B) in row-major order, passed to the Fortran sgemm as cpu_gemm's gemm does:
+// column-major C^T = op(B)^T op(A)^T, the operands swapped.
+void row_major_product(SgemmFn sgemm, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
+                       const float* b, int ldb, float* c, int ldc) {
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  const float one = 1.f, zero = 0.f;
+  sgemm(&tb, &ta, &n, &m, &k, &one, b, &ldb, a, &lda, &zero, c, &ldc);
+}
+
+// One thread's operands for a linear layer of width 384 over 256 rows (a transformer's attention
+// projection at nanoGPT's CPU width, a thread's share of a microbatch as parallel_gemm splits it).
+struct LayerOperands {
+  static constexpr int kRows = 256, kWidth = 384;
+  std::vector<float> x = std::vector<float>(kRows * kWidth, 0.5f);
+  std::vector<float> dy = std::vector<float>(kRows * kWidth, 0.125f);
+  std::vector<float> w = std::vector<float>(kWidth * kWidth, 0.25f);
+  std::vector<float> y = std::vector<float>(kRows * kWidth), dx = std::vector<float>(kRows * kWidth);
+  std::vector<float> dw = std::vector<float>(kWidth * kWidth);
+};
+
+// The layer's three products as training runs them: Y = X W, and backward dX = dY W^T, dW = X^T dY.
+void layer_products(SgemmFn sgemm, LayerOperands& o) {
+  constexpr int r = LayerOperands::kRows, c = LayerOperands::kWidth;
+  row_major_product(sgemm, false, false, r, c, c, o.x.data(), c, o.w.data(), c, o.y.data(), c);
+  row_major_product(sgemm, false, true, r, c, c, o.dy.data(), c, o.w.data(), c, o.dx.data(), c);
+  row_major_product(sgemm, true, false, c, c, r, o.x.data(), c, o.dy.data(), c, o.dw.data(), c);
+}
+
+// Seconds for every thread to run the layer's products kRepeats times through one library, each
+// thread on its own operands (as parallel_gemm runs one single-threaded sgemm per thread).
+constexpr int kRepeats = 2;
+double time_round(SgemmFn sgemm, std::vector<LayerOperands>& operands) {
+  const auto start = std::chrono::steady_clock::now();
+  at::parallel_for(0, static_cast<int64_t>(operands.size()), 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (int rep = 0; rep < kRepeats; ++rep) layer_products(sgemm, operands[t]);
+  });
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Pairs of rounds, the order alternating within each pair: a load that comes and goes meets both
+// libraries alike, and each pair's ratio compares them under the same conditions.
+constexpr int kPairs = 8;
+constexpr double kWarmS = 0.15;
+std::vector<Round> time_interleaved(SgemmFn mkl, SgemmFn openblas, int threads) {
+  std::vector<LayerOperands> operands(threads);
+  // Untimed first: pages, threads, each library's buffers, and CPUs out of idle (on a quiet 2-vCPU
+  // VM the first 0.1 s of rounds ran up to twice as long, in whole timer ticks, whichever library).
+  for (double warm = 0; warm < kWarmS;) warm += time_round(mkl, operands) + time_round(openblas, operands);
+  std::vector<Round> rounds(kPairs);
+  for (int i = 0; i < kPairs; ++i) {
+    Round& r = rounds[i];
+    if (i % 2 == 0) {
+      r.mkl_s = time_round(mkl, operands);
+      r.openblas_s = time_round(openblas, operands);
+    } else {
+      r.openblas_s = time_round(openblas, operands);
+      r.mkl_s = time_round(mkl, operands);
+    }
   }
-  return best;
+  return rounds;
+}
+
+// CPU time of the whole machine and of this process at one moment, to tell how much of the CPUs
+// other processes took while the libraries were timed.
+struct CpuSample {
+  double machine_busy_s = 0;  // all CPUs, /proc/stat: every state but idle and iowait
+  double own_s = 0;           // this process, every thread
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+};
+
+CpuSample sample_cpu() {
+  CpuSample s;
+  std::ifstream in("/proc/stat");
+  std::string label;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  in >> label >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  // Steal counts as taken: in a VM it is time the host gave to other machines.
+  s.machine_busy_s = (user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  s.own_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+            1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  return s;
+}
+
+int online_cpus() { return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)); }
+
+// Other processes' share of all online CPUs' time between two samples (0 = none, 1 = all of it).
+double others_share(const CpuSample& before, const CpuSample& after) {
+  const double wall = std::chrono::duration<double>(after.at - before.at).count();
+  const double others = (after.machine_busy_s - before.machine_busy_s) - (after.own_s - before.own_s);
+  return std::clamp(others / (std::max(wall, 1e-6) * online_cpus()), 0.0, 1.0);
+}
+
+double loadavg_per_cpu() {
+  std::ifstream in("/proc/loadavg");
+  double one_minute = 0;
+  in >> one_minute;
+  return one_minute / online_cpus();
+}
+
+std::string cpu_info_field(const std::string& field, const std::string& otherwise) {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field, 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  return otherwise;
+}
+
+std::string cpu_model() { return cpu_info_field("model name", "unknown CPU"); }
+
+std::string cpu_vendor() { return cpu_info_field("vendor_id", ""); }
+
+// The libraries timed on this process's threads, with the load beside them and the decision.
+StoredChoice time_choice(const Library& torch, const Library& open) {
+  StoredChoice c;
+  c.vendor = cpu_vendor();
+  c.threads = std::max(1, at::get_num_threads());
+  c.loadavg_per_cpu = loadavg_per_cpu();
+  const CpuSample before = sample_cpu();
+  c.rounds = time_interleaved(torch.sgemm, open.sgemm, c.threads);
+  c.others_cpu = others_share(before, sample_cpu());
+  c.decision = decide(c.rounds, c.vendor);
+  c.unix_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return c;
 }
 
 struct Selection {
@@ -104,21 +216,13 @@ struct Selection {
   std::string description;
 };
 
-// Where a machine's timed choice is kept, so that every later run on it (a resume, a second
-// launcher, another mesh) multiplies with the same BLAS and gives the same bits: a choice re-timed
-// per run could flip on a busy machine.
+// Where a machine's choice is kept, so that every later run on it (a resume, a second launcher,
+// another mesh) multiplies with the same BLAS and gives the same bits once the choice is final.
 std::string choice_cache_path() {
   if (const char* dir = std::getenv("SPMD_CACHE_DIR"); dir && *dir) return std::string(dir) + "/blas-choice.json";
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/spmd-train/blas-choice.json";
   if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/spmd-train/blas-choice.json";
   return "";
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
 }
 
 nlohmann::json read_choices(const std::string& path) {
@@ -139,19 +243,82 @@ void remember_choice(const std::string& path, const std::string& key, const nloh
   if (ec) std::filesystem::remove(tmp, ec);
 }
 
-Selection timed_choice(const Library& torch, const Library& open) {
-  const std::string path = choice_cache_path();
-  const std::string key = fmt::format("{} | {} | {}", cpu_model(), torch.label, open.label);
-  nlohmann::json choice = path.empty() ? nlohmann::json() : read_choices(path).value(key, nlohmann::json());
-  if (!choice.is_object() || !choice.contains("openblas") || !choice.contains("speedup")) {
-    const double t_torch = time_sgemm(torch.sgemm), t_open = time_sgemm(open.sgemm);
-    choice = {{"openblas", t_open < t_torch}, {"speedup", t_open < t_torch ? t_torch / t_open : t_open / t_torch}};
-    if (!path.empty()) remember_choice(path, key, choice);
+// Held while one process reads, times and writes the choice, so that ranks started together (by
+// srun or torchrun) time one after the other, the later ones finding the first one's choice. Given
+// up after a deadline: a lock left by a stuck process costs a timing, never a hang.
+class CacheLock {
+ public:
+  explicit CacheLock(const std::string& path) {
+    if (path.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    fd_ = open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (fd_ >= 0 && flock(fd_, LOCK_EX | LOCK_NB) != 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const bool take_open = choice["openblas"].get<bool>();
+  ~CacheLock() {
+    if (fd_ >= 0) close(fd_);  // releases the lock
+  }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// The processes this one starts (the launcher's workers, restarts included) take its choice
+// without timing: every rank of a run multiplies with the same library.
+constexpr const char* kDecidedEnv = "SPMD_BLAS_DECIDED";
+
+std::string cache_key(const Library& torch, const Library& open) {
+  return fmt::format("{} | {} | {}", cpu_model(), torch.label, open.label);
+}
+
+Selection describe_choice(const StoredChoice& c, const Library& torch, const Library& open, const std::string& path) {
+  const bool take_open = c.decision.library == Blas::openblas;
+  const std::string kept = path.empty() ? "not kept: no cache folder" : "kept in " + path;
   return {take_open ? open.sgemm : torch.sgemm,
-          fmt::format("{} (timed {:.2f}x faster here than {}; kept in {})", take_open ? open.label : torch.label,
-                      choice["speedup"].get<double>(), take_open ? torch.label : open.label, path)};
+          fmt::format("{} ({}; {})", take_open ? open.label : torch.label,
+                      explain(c, take_open ? torch.label : open.label), kept)};
+}
+
+std::optional<StoredChoice> stored_choice(const std::string& path, const std::string& key) {
+  return path.empty() ? std::nullopt : choice_from_json(read_choices(path).value(key, nlohmann::json()));
+}
+
+// A worker of a launcher that already chose: its choice, described from the cache where it is there.
+Selection inherited_choice(const Library& torch, const Library& open, Blas library) {
+  const std::string path = choice_cache_path();
+  const auto stored = stored_choice(path, cache_key(torch, open));
+  if (stored && stored->decision.library == library) return describe_choice(*stored, torch, open, path);
+  const bool take_open = library == Blas::openblas;
+  return {take_open ? open.sgemm : torch.sgemm,
+          (take_open ? open.label : torch.label) + " (chosen by the process that started this one)"};
+}
+
+std::optional<Blas> decided_by_parent() {
+  const char* decided = std::getenv(kDecidedEnv);
+  const std::string name = decided ? decided : "";
+  if (name == "mkl") return Blas::mkl;
+  if (name == "openblas") return Blas::openblas;
+  return std::nullopt;
+}
+
+Selection timed_choice(const Library& torch, const Library& open) {
+  if (const auto decided = decided_by_parent()) return inherited_choice(torch, open, *decided);
+  const std::string path = choice_cache_path();
+  const std::string key = cache_key(torch, open);
+  const CacheLock lock(path);
+  const auto stored = stored_choice(path, key);
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  StoredChoice choice = stored ? *stored : StoredChoice{};
+  if (should_time(stored, now)) {
+    choice = after_timing(stored, time_choice(torch, open));
+    if (!path.empty()) remember_choice(path, key, to_json(choice));
+  }
+  setenv(kDecidedEnv, name_of(choice.decision.library), 1);
+  return describe_choice(choice, torch, open, path);
 }
 
 Selection select() {

@@ -2,9 +2,17 @@
 //
 // Candidates: the sgemm_ libtorch carries (MKL in the torch wheel) and OpenBLAS (the scipy-openblas32
 // wheel beside torch, its symbols prefixed scipy_). The faster differs by CPU (MKL on a current
-// Intel, OpenBLAS on AMD EPYC), so SPMD_BLAS=auto (the default) times both on this process's
-// threads once per machine, keeps the faster in a small cache file (the same choice, hence the same
-// bits, for every later run there), and SPMD_BLAS=mkl or openblas forces one.
+// Intel, OpenBLAS on AMD EPYC). SPMD_BLAS=mkl or openblas forces one; SPMD_BLAS=auto (the default)
+// times both on this process's threads with a linear layer's three products (width 384, 256 rows:
+// forward and the two backward products), in 8 interleaved pairs of rounds after 0.15 s of untimed
+// ones, and decides by the median of the pairs' ratios, or by the CPU's vendor where the margin is
+// small or the rounds disagree (the rule and its thresholds: blas_decision.h). The choice is kept
+// with its evidence (every round, the median, the agreement, the machine's load while timing, the
+// basis, when) in blas-choice.json in SPMD_CACHE_DIR (else $XDG_CACHE_HOME/spmd-train or
+// ~/.cache/spmd-train), so every later run there uses the same library, hence the same bits. A
+// choice made by rule, by a small margin or under load is timed again at the next start, at most 3
+// times; a clear one timed on a quiet machine is final. The processes a launcher starts take its
+// choice without timing (SPMD_BLAS_DECIDED, set here).
 #pragma once
 #include <optional>
 #include <string>
@@ -18,8 +26,10 @@ using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const
 // The chosen sgemm (selected on first use), or nullptr when no BLAS sgemm can be called directly.
 SgemmFn selected_sgemm();
 
-// One line for the runtime log: the library, its version and the kernels it runs, e.g.
-// "OpenBLAS 0.3.34 (SkylakeX kernels) (timed 1.18x faster here than MKL 2024.2 (...); kept in ...)".
+// One line for the runtime log: the library, its version, the kernels it runs and why, e.g.
+// "OpenBLAS 0.3.34 (SkylakeX kernels) (timed 1.18x faster here than MKL 2024.2 (...): median of 8
+// interleaved rounds, 8 of them agree; kept in ...)" or "MKL 2024.2 (...) (by rule for an Intel CPU:
+// timed within 4% of OpenBLAS ...; timed again at the next start; kept in ...)".
 std::string blas_description();
 
 // OpenBLAS core names that are generic (SSE-only) kernels: slow on any CPU with AVX2 or AVX-512.
