@@ -180,6 +180,9 @@ TEST_CASE("faults: bad command-line arguments exit 2") {
     CAPTURE(bad[0]);
     auto r = run_train(run, run.dir.file("o"), bad);
     CHECK(r.exit_code == 2);
+    // The message names the argument (or its value), not something else that happened to fail.
+    CHECK_MESSAGE((r.output.find(bad[0]) != std::string::npos || r.output.find(bad.back()) != std::string::npos),
+                  r.output);
     CHECK(r.output.find("terminate called") == std::string::npos);
   }
   auto missing = run_process({binary_path("spmd-train")});
