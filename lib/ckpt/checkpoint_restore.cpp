@@ -14,6 +14,7 @@
 
 #include "ckpt/checkpoint_format.h"
 #include "ckpt/safetensors.h"
+#include "util/checked_size.h"
 #include "util/error.h"
 #include "util/json_file.h"
 
@@ -36,6 +37,22 @@ std::string resolve_resume_path(const Config& config, const std::string& request
 }
 
 namespace {
+// A block's offset and shape (numbers from the index) lie inside the array's saved shape, with its
+// rank: nothing past the array is read, and no sum of them wraps around.
+void check_block_inside(const std::string& index_path, const std::string& name, const std::vector<int64_t>& offset,
+                        const std::vector<int64_t>& shape, const std::vector<int64_t>& array_shape) {
+  const auto fail = [&] {
+    return UsageError(fmt::format("{}: a block of array '{}' at offset {} with shape {} does not lie inside its "
+                                  "shape {} (corrupted index)", index_path, name, nlohmann::json(offset).dump(),
+                                  nlohmann::json(shape).dump(), nlohmann::json(array_shape).dump()));
+  };
+  if (offset.size() != array_shape.size() || shape.size() != array_shape.size()) throw fail();
+  for (size_t d = 0; d < array_shape.size(); ++d) {
+    const auto end = checked_add(offset[d], shape[d]);
+    if (offset[d] < 0 || shape[d] < 0 || !end || *end > array_shape[d]) throw fail();
+  }
+}
+
 // The index of checkpoint `path`, checked to be ours and to describe the network `model`.
 nlohmann::json read_checked_index(const std::string& path, const ModelConfig& model) {
   const std::string index_path = path + "/index.json";
@@ -102,6 +119,7 @@ void read_arrays(const std::string& path, const nlohmann::json& index, const Mod
         for (const auto& block : entry.at("blocks")) {
           auto offset = block.at("offset").get<std::vector<int64_t>>();
           auto shape = block.at("shape").get<std::vector<int64_t>>();
+          check_block_inside(index_path, name, offset, shape, saved_shape);
           std::vector<int64_t> lo(offset.size()), hi(offset.size());
           bool overlaps = true;
           for (size_t d = 0; d < offset.size(); ++d) {

@@ -115,6 +115,18 @@ TEST_CASE("checkpoint: bad checkpoints are refused with exit 2 naming the file, 
     CHECK_MESSAGE(r.output.find("checksum mismatch") != std::string::npos, r.output);
     CHECK(r.output.find("rank_00001.safetensors") != std::string::npos);
   }
+  SUBCASE("a block past its array, or with an offset that would wrap around") {
+    for (const int64_t bad : {int64_t{1} << 62, int64_t{-3}}) {
+      CAPTURE(bad);
+      std::string dir = copy_of("block-" + std::to_string(bad < 0 ? 0 : 1));
+      auto index = nlohmann::json::parse(read_file(dir + "/index.json"));
+      index["arrays"][0]["blocks"][0]["offset"][0] = bad;
+      write_file(dir + "/index.json", index.dump(1));
+      auto r = resume_from(dir);
+      check_failed_with(r, 2, "does not lie inside its shape");
+      CHECK(r.output.find(dir + "/index.json") != std::string::npos);
+    }
+  }
   SUBCASE("incompatible model shape") {
     auto r = resume_from(step, {"--set", "model.n_embd=64"});
     CHECK(r.exit_code == 2);
