@@ -36,6 +36,8 @@
 #include "inspect/report.h"
 #include "parallel/layout.h"
 #include "test_support.h"
+#include "tokenizer/bpe_files.h"
+#include "tokenizer/bpe_train.h"
 #include "util/error.h"
 
 namespace {
@@ -891,6 +893,60 @@ TEST_CASE("data: mutated token files and shard directories through TokenDataset 
                           std::chrono::duration<double>(Clock::now() - start).count()));
   CHECK(tally.cases == kCases);
   CHECK(tally.failures.empty());
+  CHECK(tally.count("ok") > 0);
+  CHECK(tally.count("usage_error") > 0);
+}
+
+// A tokenizer's files come from a user or the internet: mutated vocab.json and merges.txt (bit flips,
+// cuts, duplicated and deleted ranges, wrong JSON types, invalid UTF-8, huge numbers) either load
+// or are a UsageError naming the file; never a crash, a sanitizer report or another exception.
+TEST_CASE("tokenizer: mutated vocab.json and merges.txt through read_vocab_and_merges") {
+  spmd::BpeTrainer trainer;
+  trainer.add_text("the cat sat on the mat; the hat, the bat and the rat sat flat. 12345 ünïcödé naïve café\n");
+  const spmd::TokenizerFileTexts seed = spmd::tokenizer_file_texts(trainer.train(40));
+  static const std::vector<std::string> kInserts = {"\"", "{", "}", "[", "]", ",", ":", "null", "-1",
+                                                   "99999999999999999999", "1e400", "\xff\xfe", "\xc3", "\n",
+                                                   "#version: 0.2\n", " ", "\"\\u0000\"", "\"\\ud800\""};
+  Tally tally;
+  constexpr int kCases = 600;
+  for (int i = 0; i < kCases; ++i) {
+    Rng rng(0x70c0e000u + static_cast<uint64_t>(i));
+    TempDir tmp;
+    std::string vocab = seed.vocab_json, merges = seed.merges_txt;
+    std::string& text = rng.percent(50) ? vocab : merges;
+    for (int edits = 1 + static_cast<int>(rng.below(3)); edits > 0; --edits) {
+      const size_t at = text.empty() ? 0 : rng.below(text.size());
+      switch (rng.below(4)) {
+        case 0: if (!text.empty()) text[at] = static_cast<char>(text[at] ^ (1 << rng.below(8))); break;
+        case 1: text.erase(at, 1 + rng.below(rng.percent(70) ? 8 : text.size() + 1)); break;
+        case 2: text.insert(at, rng.pick(kInserts)); break;
+        default: text.insert(at, text.substr(rng.below(text.size() + 1), rng.below(64))); break;
+      }
+    }
+    write_file(tmp.file("vocab.json"), vocab);
+    write_file(tmp.file("merges.txt"), merges);
+    const std::string label = fmt::format("tokenizer case {}", i);
+    std::string outcome;
+    const auto t0 = Clock::now();
+    try {
+      const spmd::BpeTokenizer t = spmd::read_vocab_and_merges(tmp.file("vocab.json"), tmp.file("merges.txt"));
+      const std::vector<int32_t> ids = t.encode("the cat sat");
+      if (ids.empty()) tally.fail(label + ": a loaded tokenizer encoded text to nothing");
+      outcome = "ok";
+    } catch (const spmd::UsageError& e) {
+      const std::string what = e.what();
+      if (what.find(tmp.file("vocab.json")) == std::string::npos && what.find(tmp.file("merges.txt")) == std::string::npos)
+        tally.fail(fmt::format("{}: UsageError does not name the file: {}", label, what));
+      outcome = "usage_error";
+    } catch (const std::exception& e) {
+      tally.fail(fmt::format("{}: {}: {}", label, typeid(e).name(), e.what()));
+      outcome = "WRONG_EXCEPTION";
+    }
+    tally.record(i, outcome, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  tally.print("tokenizer files");
+  CHECK(tally.cases == kCases);
+  CHECK_MESSAGE(tally.failures.empty(), fmt::format("{}", fmt::join(tally.failures, "\n")));
   CHECK(tally.count("ok") > 0);
   CHECK(tally.count("usage_error") > 0);
 }
