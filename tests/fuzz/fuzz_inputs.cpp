@@ -27,6 +27,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <zlib.h>
+#include <zstd.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
@@ -35,6 +37,7 @@
 #include "data/token_file.h"
 #include "inspect/report.h"
 #include "parallel/layout.h"
+#include "prepare/prepare.h"
 #include "test_support.h"
 #include "tokenizer/bpe_files.h"
 #include "tokenizer/bpe_train.h"
@@ -945,6 +948,80 @@ TEST_CASE("tokenizer: mutated vocab.json and merges.txt through read_vocab_and_m
     tally.record(i, outcome, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   tally.print("tokenizer files");
+  CHECK(tally.cases == kCases);
+  CHECK_MESSAGE(tally.failures.empty(), fmt::format("{}", fmt::join(tally.failures, "\n")));
+  CHECK(tally.count("ok") > 0);
+  CHECK(tally.count("usage_error") > 0);
+}
+
+// A corpus in its stored form: plain JSON Lines, or compressed as .gz (gzip) or .zst.
+std::string compressed(const std::string& text, const std::string& ext, const std::string& path) {
+  if (ext == ".gz") {
+    gzFile f = gzopen(path.c_str(), "wb");
+    gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(f);
+    return spmd::test::read_file(path);
+  }
+  if (ext == ".zst") {
+    std::string out(ZSTD_compressBound(text.size()), '\0');
+    out.resize(ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3));
+    return out;
+  }
+  return text;
+}
+
+// Corpora come from the internet: JSON Lines with broken lines, wrong types, invalid UTF-8, and
+// compressed streams cut short or corrupted go through prepare() as spmd-prepare runs it; the
+// outcomes allowed are success or a UsageError naming the file.
+TEST_CASE("prepare: mutated JSON Lines corpora, plain, .gz and .zst, through prepare") {
+  std::string seed;
+  for (int i = 0; i < 200; ++i)
+    seed += fmt::format("{{\"text\": \"document {} about caf\u00e9s and \\\"quotes\\\"\", \"id\": {}}}\n", i, i);
+  static const std::vector<std::string> kExts = {".jsonl", ".jsonl.gz", ".jsonl.zst"};
+  static const std::vector<std::string> kInserts = {"\"", "{", "}", "\n", "\\", "\xff", "\xc3", "null", "[1]", "\"text\": 5, "};
+  Tally tally;
+  constexpr int kCases = 240;
+  for (int i = 0; i < kCases; ++i) {
+    Rng rng(0x9e9a0000u + static_cast<uint64_t>(i));
+    TempDir tmp;
+    const std::string ext = kExts[static_cast<size_t>(i) % kExts.size()];
+    const std::string path = tmp.file("corpus" + ext);
+    std::string text = seed;
+    const bool mutate_stream = ext != ".jsonl" && rng.percent(50);
+    if (!mutate_stream) {
+      const size_t at = rng.below(text.size());
+      if (rng.percent(50)) text.insert(at, rng.pick(kInserts));
+      else text[at] = static_cast<char>(text[at] ^ (1 << rng.below(8)));
+    }
+    std::string bytes = compressed(text, ext.substr(6), path);
+    if (mutate_stream) {  // corrupt or cut the compressed stream itself
+      if (rng.percent(50)) bytes.resize(rng.below(bytes.size()));
+      else bytes[rng.below(bytes.size())] ^= static_cast<char>(1 << rng.below(8));
+    }
+    write_file(path, bytes);
+    spmd::PrepareOptions options;
+    options.inputs = {path};
+    options.out_dir = tmp.file("out");
+    options.vocab = rng.percent(50) ? spmd::VocabKind::kByte : spmd::VocabKind::kChar;
+    options.workers = 1 + static_cast<int>(rng.below(2));
+    options.val_tokens = 16;
+    const std::string label = fmt::format("corpus case {} ({})", i, ext);
+    std::string outcome;
+    const auto t0 = Clock::now();
+    try {
+      spmd::prepare(options);
+      outcome = "ok";
+    } catch (const spmd::UsageError& e) {
+      if (std::string(e.what()).find(path) == std::string::npos)
+        tally.fail(fmt::format("{}: UsageError does not name the file: {}", label, e.what()));
+      outcome = "usage_error";
+    } catch (const std::exception& e) {
+      tally.fail(fmt::format("{}: {}: {}", label, typeid(e).name(), e.what()));
+      outcome = "WRONG_EXCEPTION";
+    }
+    tally.record(i, outcome + " " + ext, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  tally.print("corpora");
   CHECK(tally.cases == kCases);
   CHECK_MESSAGE(tally.failures.empty(), fmt::format("{}", fmt::join(tally.failures, "\n")));
   CHECK(tally.count("ok") > 0);
