@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -37,6 +38,7 @@
 #include "data/token_file.h"
 #include "inspect/report.h"
 #include "parallel/layout.h"
+#include "plan/machine_rates.h"
 #include "prepare/prepare.h"
 #include "test_support.h"
 #include "tokenizer/bpe_files.h"
@@ -1022,6 +1024,65 @@ TEST_CASE("prepare: mutated JSON Lines corpora, plain, .gz and .zst, through pre
     tally.record(i, outcome + " " + ext, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   tally.print("corpora");
+  CHECK(tally.cases == kCases);
+  CHECK_MESSAGE(tally.failures.empty(), fmt::format("{}", fmt::join(tally.failures, "\n")));
+  CHECK(tally.count("ok") > 0);
+  CHECK(tally.count("usage_error") > 0);
+}
+
+// A planner rates file is written by hand for a cluster one is not on: mutated ones (numbers
+// zero, negative, huge or of the wrong type; keys dropped or duplicated; the text cut) either load
+// with every rate finite and positive, or are a UsageError naming the file.
+TEST_CASE("plan: mutated rates files through read_machine_rates") {
+  const std::string seed = spmd::test::read_file(spmd::test::source_path("configs/rates/example-gpu-node.json"));
+  static const std::vector<std::string> kValues = {"0", "-1", "1e400", "-1e400", "1e-320", "\"fast\"", "null",
+                                                  "[]", "{}", "true", "99999999999999999999999", "NaN"};
+  Tally tally;
+  constexpr int kCases = 500;
+  for (int i = 0; i < kCases; ++i) {
+    Rng rng(0x4a7e5000u + static_cast<uint64_t>(i));
+    TempDir tmp;
+    std::string text = seed;
+    const auto numbers = number_tokens(text);
+    switch (rng.below(4)) {
+      case 0:
+      case 1:
+        if (!numbers.empty()) {
+          const auto [at, len] = rng.pick(numbers);
+          text.replace(at, len, rng.pick(kValues));
+        }
+        break;
+      case 2: text.resize(rng.below(text.size())); break;
+      default: {
+        const size_t at = rng.below(text.size());
+        text.erase(at, 1 + rng.below(24));
+        break;
+      }
+    }
+    const std::string path = tmp.file("rates.json");
+    write_file(path, text);
+    const std::string label = fmt::format("rates case {}", i);
+    std::string outcome;
+    const auto t0 = Clock::now();
+    try {
+      const spmd::MachineRates r = spmd::read_machine_rates(path);
+      const auto good = [](double x) { return std::isfinite(x) && x > 0; };
+      bool ok = good(r.matmul_flops_per_s) && good(r.memory_bytes_per_s) && r.attention_flops_per_s >= 0;
+      for (const auto& [name, link] : r.axes) ok = ok && good(link.bytes_per_s) && std::isfinite(link.latency_s) && link.latency_s >= 0;
+      for (const auto& [size, link] : r.group_sizes) ok = ok && good(link.bytes_per_s) && link.latency_s >= 0;
+      if (!ok) tally.fail(label + ": loaded a rate that is not finite and positive:\n" + text);
+      outcome = "ok";
+    } catch (const spmd::UsageError& e) {
+      if (std::string(e.what()).find(path) == std::string::npos)
+        tally.fail(fmt::format("{}: UsageError does not name the file: {}", label, e.what()));
+      outcome = "usage_error";
+    } catch (const std::exception& e) {
+      tally.fail(fmt::format("{}: {}: {}", label, typeid(e).name(), e.what()));
+      outcome = "WRONG_EXCEPTION";
+    }
+    tally.record(i, outcome, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  tally.print("rates files");
   CHECK(tally.cases == kCases);
   CHECK_MESSAGE(tally.failures.empty(), fmt::format("{}", fmt::join(tally.failures, "\n")));
   CHECK(tally.count("ok") > 0);
