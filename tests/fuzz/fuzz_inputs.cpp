@@ -905,10 +905,16 @@ TEST_CASE("data: mutated token files and shard directories through TokenDataset 
 // A tokenizer's files come from a user or the internet: mutated vocab.json and merges.txt (bit flips,
 // cuts, duplicated and deleted ranges, wrong JSON types, invalid UTF-8, huge numbers) either load
 // or are a UsageError naming the file; never a crash, a sanitizer report or another exception.
-TEST_CASE("tokenizer: mutated vocab.json and merges.txt through read_vocab_and_merges") {
+TEST_CASE("tokenizer: mutated vocab.json, merges.txt and tokenizer.json through the tokenizer readers") {
   spmd::BpeTrainer trainer;
   trainer.add_text("the cat sat on the mat; the hat, the bat and the rat sat flat. 12345 ünïcödé naïve café\n");
   const spmd::TokenizerFileTexts seed = spmd::tokenizer_file_texts(trainer.train(40));
+  nlohmann::json merges_list = nlohmann::json::array();
+  for (const std::string& line : split_lines(seed.merges_txt))
+    if (!line.empty() && line[0] != '#') merges_list.push_back(line);
+  const std::string seed_tokenizer_json =
+      nlohmann::json{{"model", {{"type", "BPE"}, {"vocab", nlohmann::json::parse(seed.vocab_json)}, {"merges", merges_list}}}}
+          .dump();
   static const std::vector<std::string> kInserts = {"\"", "{", "}", "[", "]", ",", ":", "null", "-1",
                                                    "99999999999999999999", "1e400", "\xff\xfe", "\xc3", "\n",
                                                    "#version: 0.2\n", " ", "\"\\u0000\"", "\"\\ud800\""};
@@ -930,17 +936,30 @@ TEST_CASE("tokenizer: mutated vocab.json and merges.txt through read_vocab_and_m
     }
     write_file(tmp.file("vocab.json"), vocab);
     write_file(tmp.file("merges.txt"), merges);
+    // Every third case: the same edits to one tokenizer.json holding both.
+    const bool one_file = i % 3 == 2;
+    if (one_file) {
+      std::string joined = seed_tokenizer_json;
+      for (int edits = 1 + static_cast<int>(rng.below(3)); edits > 0; --edits) {
+        const size_t at = rng.below(joined.size());
+        if (rng.percent(50)) joined.insert(at, rng.pick(kInserts));
+        else joined.erase(at, 1 + rng.below(8));
+      }
+      write_file(tmp.file("tokenizer.json"), joined);
+    }
     const std::string label = fmt::format("tokenizer case {}", i);
     std::string outcome;
     const auto t0 = Clock::now();
     try {
-      const spmd::BpeTokenizer t = spmd::read_vocab_and_merges(tmp.file("vocab.json"), tmp.file("merges.txt"));
+      const spmd::BpeTokenizer t = one_file ? spmd::read_tokenizer_json(tmp.file("tokenizer.json"))
+                                            : spmd::read_vocab_and_merges(tmp.file("vocab.json"), tmp.file("merges.txt"));
       const std::vector<int32_t> ids = t.encode("the cat sat");
       if (ids.empty()) tally.fail(label + ": a loaded tokenizer encoded text to nothing");
       outcome = "ok";
     } catch (const spmd::UsageError& e) {
       const std::string what = e.what();
-      if (what.find(tmp.file("vocab.json")) == std::string::npos && what.find(tmp.file("merges.txt")) == std::string::npos)
+      if (what.find(tmp.file("vocab.json")) == std::string::npos && what.find(tmp.file("merges.txt")) == std::string::npos &&
+          what.find(tmp.file("tokenizer.json")) == std::string::npos)
         tally.fail(fmt::format("{}: UsageError does not name the file: {}", label, what));
       outcome = "usage_error";
     } catch (const std::exception& e) {
