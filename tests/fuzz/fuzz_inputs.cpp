@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -902,6 +903,38 @@ TEST_CASE("data: mutated token files and shard directories through TokenDataset 
   CHECK(tally.count("usage_error") > 0);
 }
 
+// One fuzz case of a file reader: runs `read` (which may record failures of its own) and records
+// its outcome: "ok", "usage_error" (a failure unless the message names one of `files`) or
+// "WRONG_EXCEPTION" (always a failure). `suffix` joins the outcome in the summary.
+void run_reader_case(Tally& tally, int index, const std::string& label, const std::vector<std::string>& files,
+                     const std::function<void()>& read, const std::string& suffix = "") {
+  std::string outcome;
+  const auto t0 = Clock::now();
+  try {
+    read();
+    outcome = "ok";
+  } catch (const spmd::UsageError& e) {
+    const std::string what = e.what();
+    const bool named = std::any_of(files.begin(), files.end(), [&](const std::string& f) { return what.find(f) != std::string::npos; });
+    if (!named) tally.fail(fmt::format("{}: UsageError does not name the file: {}", label, what));
+    outcome = "usage_error";
+  } catch (const std::exception& e) {
+    tally.fail(fmt::format("{}: {}: {}", label, typeid(e).name(), e.what()));
+    outcome = "WRONG_EXCEPTION";
+  }
+  tally.record(index, suffix.empty() ? outcome : outcome + " " + suffix,
+               std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+// A reader's fuzz pass: every case ran, none failed, and both outcomes occurred.
+void check_reader_pass(const Tally& tally, int cases, const std::string& title) {
+  tally.print(title);
+  CHECK(tally.cases == cases);
+  CHECK_MESSAGE(tally.failures.empty(), fmt::format("{}", fmt::join(tally.failures, "\n")));
+  CHECK(tally.count("ok") > 0);
+  CHECK(tally.count("usage_error") > 0);
+}
+
 // A tokenizer's files come from a user or the internet: mutated vocab.json and merges.txt (bit flips,
 // cuts, duplicated and deleted ranges, wrong JSON types, invalid UTF-8, huge numbers) either load
 // or are a UsageError naming the file; never a crash, a sanitizer report or another exception.
@@ -948,31 +981,13 @@ TEST_CASE("tokenizer: mutated vocab.json, merges.txt and tokenizer.json through 
       write_file(tmp.file("tokenizer.json"), joined);
     }
     const std::string label = fmt::format("tokenizer case {}", i);
-    std::string outcome;
-    const auto t0 = Clock::now();
-    try {
+    run_reader_case(tally, i, label, {tmp.file("vocab.json"), tmp.file("merges.txt"), tmp.file("tokenizer.json")}, [&] {
       const spmd::BpeTokenizer t = one_file ? spmd::read_tokenizer_json(tmp.file("tokenizer.json"))
                                             : spmd::read_vocab_and_merges(tmp.file("vocab.json"), tmp.file("merges.txt"));
-      const std::vector<int32_t> ids = t.encode("the cat sat");
-      if (ids.empty()) tally.fail(label + ": a loaded tokenizer encoded text to nothing");
-      outcome = "ok";
-    } catch (const spmd::UsageError& e) {
-      const std::string what = e.what();
-      if (what.find(tmp.file("vocab.json")) == std::string::npos && what.find(tmp.file("merges.txt")) == std::string::npos &&
-          what.find(tmp.file("tokenizer.json")) == std::string::npos)
-        tally.fail(fmt::format("{}: UsageError does not name the file: {}", label, what));
-      outcome = "usage_error";
-    } catch (const std::exception& e) {
-      tally.fail(fmt::format("{}: {}: {}", label, typeid(e).name(), e.what()));
-      outcome = "WRONG_EXCEPTION";
-    }
-    tally.record(i, outcome, std::chrono::duration<double>(Clock::now() - t0).count());
+      if (t.encode("the cat sat").empty()) tally.fail(label + ": a loaded tokenizer encoded text to nothing");
+    });
   }
-  tally.print("tokenizer files");
-  CHECK(tally.cases == kCases);
-  CHECK_MESSAGE(tally.failures.empty(), fmt::format("{}", fmt::join(tally.failures, "\n")));
-  CHECK(tally.count("ok") > 0);
-  CHECK(tally.count("usage_error") > 0);
+  check_reader_pass(tally, kCases, "tokenizer files");
 }
 
 // A corpus in its stored form: plain JSON Lines, or compressed as .gz (gzip) or .zst.
@@ -1026,27 +1041,9 @@ TEST_CASE("prepare: mutated JSON Lines corpora, plain, .gz and .zst, through pre
     options.vocab = rng.percent(50) ? spmd::VocabKind::kByte : spmd::VocabKind::kChar;
     options.workers = 1 + static_cast<int>(rng.below(2));
     options.val_tokens = 16;
-    const std::string label = fmt::format("corpus case {} ({})", i, ext);
-    std::string outcome;
-    const auto t0 = Clock::now();
-    try {
-      spmd::prepare(options);
-      outcome = "ok";
-    } catch (const spmd::UsageError& e) {
-      if (std::string(e.what()).find(path) == std::string::npos)
-        tally.fail(fmt::format("{}: UsageError does not name the file: {}", label, e.what()));
-      outcome = "usage_error";
-    } catch (const std::exception& e) {
-      tally.fail(fmt::format("{}: {}: {}", label, typeid(e).name(), e.what()));
-      outcome = "WRONG_EXCEPTION";
-    }
-    tally.record(i, outcome + " " + ext, std::chrono::duration<double>(Clock::now() - t0).count());
+    run_reader_case(tally, i, fmt::format("corpus case {} ({})", i, ext), {path}, [&] { spmd::prepare(options); }, ext);
   }
-  tally.print("corpora");
-  CHECK(tally.cases == kCases);
-  CHECK_MESSAGE(tally.failures.empty(), fmt::format("{}", fmt::join(tally.failures, "\n")));
-  CHECK(tally.count("ok") > 0);
-  CHECK(tally.count("usage_error") > 0);
+  check_reader_pass(tally, kCases, "corpora");
 }
 
 // A planner rates file is written by hand for a cluster one is not on: mutated ones (numbers
@@ -1081,31 +1078,16 @@ TEST_CASE("plan: mutated rates files through read_machine_rates") {
     const std::string path = tmp.file("rates.json");
     write_file(path, text);
     const std::string label = fmt::format("rates case {}", i);
-    std::string outcome;
-    const auto t0 = Clock::now();
-    try {
+    run_reader_case(tally, i, label, {path}, [&] {
       const spmd::MachineRates r = spmd::read_machine_rates(path);
       const auto good = [](double x) { return std::isfinite(x) && x > 0; };
       bool ok = good(r.matmul_flops_per_s) && good(r.memory_bytes_per_s) && r.attention_flops_per_s >= 0;
       for (const auto& [name, link] : r.axes) ok = ok && good(link.bytes_per_s) && std::isfinite(link.latency_s) && link.latency_s >= 0;
       for (const auto& [size, link] : r.group_sizes) ok = ok && good(link.bytes_per_s) && link.latency_s >= 0;
       if (!ok) tally.fail(label + ": loaded a rate that is not finite and positive:\n" + text);
-      outcome = "ok";
-    } catch (const spmd::UsageError& e) {
-      if (std::string(e.what()).find(path) == std::string::npos)
-        tally.fail(fmt::format("{}: UsageError does not name the file: {}", label, e.what()));
-      outcome = "usage_error";
-    } catch (const std::exception& e) {
-      tally.fail(fmt::format("{}: {}: {}", label, typeid(e).name(), e.what()));
-      outcome = "WRONG_EXCEPTION";
-    }
-    tally.record(i, outcome, std::chrono::duration<double>(Clock::now() - t0).count());
+    });
   }
-  tally.print("rates files");
-  CHECK(tally.cases == kCases);
-  CHECK_MESSAGE(tally.failures.empty(), fmt::format("{}", fmt::join(tally.failures, "\n")));
-  CHECK(tally.count("ok") > 0);
-  CHECK(tally.count("usage_error") > 0);
+  check_reader_pass(tally, kCases, "rates files");
 }
 
 // Found by the pass above (anchors in mutants): `--set` used to assign through the node it
