@@ -31,7 +31,7 @@ TEST_CASE("remat: full and selective recomputation give exactly the losses of no
       const std::string out = run.dir.file(name + "-" + remat);
       const Curve c = train(run, out, with(args, {"--set", "runtime.remat=" + remat}));
       REQUIRE(c.loss.size() == none.loss.size());
-      for (size_t i = 0; i < c.loss.size(); ++i) CHECK(c.loss[i] == none.loss[i]);
+      for (size_t i = 0; i < c.loss.size(); ++i) CHECK_MESSAGE(c.loss[i] == none.loss[i], "logged loss " << i);
       CHECK(c.val_loss == none.val_loss);
       const double bytes = read_summary(out)["graph_bytes"].get<double>();
       MESSAGE(name << ": bytes held for backward, remat none " << none_bytes << ", " << remat << " " << bytes);

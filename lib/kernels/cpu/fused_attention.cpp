@@ -99,6 +99,12 @@ void softmax_backward_rows(float* dp, const float* p, const float* m, int64_t T,
   }
 }
 
+// A (T x T) float32 buffer for one task, 64-byte aligned like every libtorch tensor. Not a
+// std::vector: its address, and so where the vectorized row sums start their lanes, would depend
+// on what the heap held before (selective recomputation replays this kernel after other
+// allocations, and its gradients must keep the bits of the first pass).
+at::Tensor scratch(int64_t T) { return at::empty({T, T}, at::TensorOptions().dtype(at::kFloat)); }
+
 // dst = p * mask on and below the diagonal, zero above.
 SPMD_VECTOR_CLONES
 void apply_mask(int64_t T, const float* p, const float* mask, float* dst) {
@@ -157,7 +163,7 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     float* probs_p = probs.data_ptr<float>();
     float* y_p = y.data_ptr<float>();
     at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> dropped(mask_p ? static_cast<size_t>(s.T * s.T) : 0);
+      const at::Tensor dropped = scratch(mask_p ? s.T : 0);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / s.H, h = bh % s.H;
         const float* q = qkv_p + b * s.T * s.ld_qkv() + h * s.D;
@@ -167,8 +173,8 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
         causal_softmax_probs(s, q, k, scale, p);
         const float* pd = p;
         if (mask_p) {
-          apply_mask(s.T, p, mask_p + bh * s.T * s.T, dropped.data());
-          pd = dropped.data();
+          apply_mask(s.T, p, mask_p + bh * s.T * s.T, dropped.data_ptr<float>());
+          pd = dropped.data_ptr<float>();
         }
         lower_times(s, pd, v, s.ld_qkv(), y_p + b * s.T * s.ld_y() + h * s.D, s.ld_y());
       }
@@ -196,7 +202,8 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     float* gqkv_p = grad_qkv.data_ptr<float>();
     const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
     at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> dp(static_cast<size_t>(T * T)), dropped(mask_p ? static_cast<size_t>(T * T) : 0);
+      const at::Tensor dp_rows = scratch(T), dropped = scratch(mask_p ? T : 0);
+      float* dp = dp_rows.data_ptr<float>();
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / s.H, h = bh % s.H;
         const int64_t offset = b * T * ld + h * s.D;
@@ -207,18 +214,18 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
         const float* m = mask_p ? mask_p + bh * T * T : nullptr;
         const float* pd = p;
         if (m) {
-          apply_mask(T, p, m, dropped.data());
-          pd = dropped.data();
+          apply_mask(T, p, m, dropped.data_ptr<float>());
+          pd = dropped.data_ptr<float>();
         }
         // dPd = dY V^T, lower triangle only (row block [i0, i1) up to column i1).
         for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
           const int64_t i1 = std::min(T, i0 + kRowBlock);
-          gemm(false, true, i1 - i0, i1, s.D, 1.f, gy + i0 * s.ld_y(), s.ld_y(), v, ld, 0.f, dp.data() + i0 * T, T);
+          gemm(false, true, i1 - i0, i1, s.D, 1.f, gy + i0 * s.ld_y(), s.ld_y(), v, ld, 0.f, dp + i0 * T, T);
         }
         lower_transposed_times(s, pd, gy, s.ld_y(), dv, ld);  // dV = Pd^T dY
-        softmax_backward_rows(dp.data(), p, m, T, scale);  // dP -> dS
-        lower_times(s, dp.data(), k, ld, dq, ld);             // dQ = dS K
-        lower_transposed_times(s, dp.data(), q, ld, dk, ld);  // dK = dS^T Q
+        softmax_backward_rows(dp, p, m, T, scale);  // dP -> dS
+        lower_times(s, dp, k, ld, dq, ld);             // dQ = dS K
+        lower_transposed_times(s, dp, q, ld, dk, ld);  // dK = dS^T Q
       }
     });
     return {grad_qkv, at::Tensor()};
