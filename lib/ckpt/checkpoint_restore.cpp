@@ -14,6 +14,7 @@
 
 #include "ckpt/checkpoint_format.h"
 #include "ckpt/safetensors.h"
+#include "parallel/layout.h"
 #include "util/checked_size.h"
 #include "util/error.h"
 #include "util/json_file.h"
@@ -200,6 +201,31 @@ void restore_parameters(ShardedModel& model, const std::string& path) {
     read_arrays(path, index, model.layout(), model.comm().rank(), {"param"},
                 [&](const std::string&, size_t i) -> at::Tensor& { return model.params()[i]; });
   });
+}
+
+namespace {
+// The config checkpoint `path` was written with, on one process: every mesh axis of size 1, no
+// pipeline stages.
+Config one_process_config(const std::string& path) {
+  Config config = parse_config(checkpoint_config_yaml(path), path + "/index.json (its config)");
+  for (auto& size : config.mesh.shape) size = 1;
+  config.runtime.pipeline_layers.clear();
+  config.runtime.virtual_stages = 1;
+  if (config.runtime.pipeline_schedule == PipelineSchedule::kInterleaved)
+    config.runtime.pipeline_schedule = PipelineSchedule::kOneFOneB;
+  config.train.microbatches = 1;
+  return config;
+}
+}  // namespace
+
+WholeParameters read_whole_parameters(const std::string& path) {
+  WholeParameters whole{plan_layout(one_process_config(path)), {}};
+  for (const auto& p : whole.layout.params) whole.tensors.push_back(at::zeros(p.sharding.shard_shape(), at::kFloat));
+  const nlohmann::json index = read_checked_index(path, whole.layout.model);
+  at::NoGradGuard no_grad;
+  read_arrays(path, index, whole.layout, /*rank=*/0, {"param"},
+              [&](const std::string&, size_t i) -> at::Tensor& { return whole.tensors[i]; });
+  return whole;
 }
 
 std::string checkpoint_config_yaml(const std::string& path) {

@@ -17,6 +17,15 @@ void restore_checkpoint(CheckpointState& state, const std::string& path);
 // sampling. UsageError as restore_checkpoint.
 void restore_parameters(ShardedModel& model, const std::string& path);
 
+// Every parameter of checkpoint `path`, whole and with its vocabulary padding, read on this
+// process alone (no communicator): the model its index.json's config describes, laid out on one
+// process, restored with the same checks as restore_parameters. What export consolidates.
+struct WholeParameters {
+  ModelLayout layout;  // one process: every parameter unsharded
+  std::vector<at::Tensor> tensors;  // in layout.params order
+};
+WholeParameters read_whole_parameters(const std::string& path);
+
 // The effective config (YAML) a checkpoint was written with. UsageError when `path` is not one.
 std::string checkpoint_config_yaml(const std::string& path);
 
