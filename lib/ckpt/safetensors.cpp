@@ -86,6 +86,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   const uint64_t data_size = size - data_start_;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
+      SPMD_CHECK(it.value().is_object(), "{}: corrupted safetensors header (__metadata__ is not an object)", path);
       for (auto m = it.value().begin(); m != it.value().end(); ++m)
         if (m.value().is_string()) metadata_[m.key()] = m.value().get<std::string>();
       continue;
@@ -95,7 +96,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
       e.dtype = it.value().at("dtype").get<std::string>();
       e.shape = it.value().at("shape").get<std::vector<int64_t>>();
       auto offsets = it.value().at("data_offsets").get<std::vector<uint64_t>>();
-      SPMD_CHECK(offsets.size() == 2, "bad data_offsets");
+      SPMD_CHECK(offsets.size() == 2, "{}: tensor '{}' has data_offsets {} (expected [begin, end])", path, it.key(),
+                 it.value().at("data_offsets").dump());
       e.begin = offsets[0];
       e.end = offsets[1];
       const std::string what = fmt::format("{}: tensor '{}'", path, it.key());
@@ -118,7 +120,9 @@ const unsigned char* SafetensorsFile::bytes(const std::string& name) const {
 }
 
 at::Tensor SafetensorsFile::tensor(const std::string& name) const {
-  const auto& e = entries_.at(name);
+  auto it = entries_.find(name);
+  SPMD_CHECK(it != entries_.end(), "{}: has no tensor '{}'", path(), name);
+  const SafetensorsEntry& e = it->second;
   SPMD_CHECK(e.dtype == "F32", "{}: tensor '{}' has dtype {}, expected F32", path(), name, e.dtype);
   return at::from_blob(const_cast<unsigned char*>(bytes(name)), e.shape, at::kFloat);
 }

@@ -90,10 +90,11 @@ void mutate_safetensors(std::string& bytes, Rng& rng) {
     }
     case 1:
     case 2: {  // the header's JSON, padded back to its length (or not)
-      std::string header = bytes.substr(8, data_start - 8);
+      const size_t room = data_start > 8 ? data_start - 8 : 0;  // the header's bytes in the file
+      std::string header = bytes.substr(std::min<size_t>(8, bytes.size()), room);
       while (!header.empty() && header.back() == ' ') header.pop_back();
       mutate_json(header, rng);
-      if (header.size() <= header_len && rng.percent(80)) header.resize(header_len, ' ');
+      if (header.size() <= room && rng.percent(80)) header.resize(room, ' ');
       const uint64_t n = header.size();
       std::string out(8, '\0');
       for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
