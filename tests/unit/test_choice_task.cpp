@@ -1,11 +1,14 @@
 // Multiple-choice tasks: HellaSwag's JSON Lines read (and refused with file:line and the field),
 // the windows llm.c's scoring feeds the model, and the accuracies from per-choice losses.
-#include <doctest/doctest.h>
-
 #include "eval/choice_batches.h"
 #include "eval/choice_scoring.h"
 #include "eval/choice_task.h"
 #include "test_support.h"
+
+// libtorch pulls in glog, whose CHECK would silently replace doctest's.
+#undef CHECK
+#include <doctest/doctest.h>
+
 #include "usage_error.h"
 
 using namespace spmd;
@@ -29,7 +32,7 @@ TEST_CASE("choice task: rows with integer or string labels are read; other field
   const auto rows = read_choice_task(path);
   REQUIRE(rows.size() == 2);
   CHECK(rows[0].ctx == "A man");
-  CHECK(rows[0].endings == std::vector<std::string>{"sits", "runs", "eats"});
+  CHECK(rows[0].endings == std::vector<std::string>({"sits", "runs", "eats"}));
   CHECK(rows[0].label == 2);
   CHECK(rows[0].line == 1);
   CHECK(rows[1].label == 1);
@@ -141,9 +144,9 @@ TEST_CASE("choice batches: each choice is one row; padding and other examples' r
     for (unsigned char c : scored) sum += c + 1;
     return sum;
   };
-  CHECK(scores[0].sums == std::vector<double>{expected(" c"), expected(" dd"), expected(" e")});
+  CHECK(scores[0].sums == std::vector<double>({expected(" c"), expected(" dd"), expected(" e")}));
   CHECK(scores[0].means[1] == doctest::Approx(expected(" dd") / 3));
-  CHECK(scores[1].sums == std::vector<double>{expected(" g"), expected(" h")});
-  CHECK(scores[2].sums == std::vector<double>{expected(" y"), expected(" z")});
+  CHECK(scores[1].sums == std::vector<double>({expected(" g"), expected(" h")}));
+  CHECK(scores[2].sums == std::vector<double>({expected(" y"), expected(" z")}));
   CHECK(scores[2].label == 0);
 }
