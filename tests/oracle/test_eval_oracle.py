@@ -66,7 +66,7 @@ def write_task(d):
         for i in range(24):
             n = 4 if i % 3 else rng.randint(2, 5)
             label = rng.randrange(n)
-            row = {"ctx": sentence(rng, 30 if i % 5 == 0 else rng.randint(3, 8)).capitalize(),
+            row = {"ctx": sentence(rng, 50 if i % 5 == 0 else rng.randint(3, 8)).capitalize(),
                    "endings": [sentence(rng, rng.randint(1, 6)) + "." for _ in range(n)],
                    "label": str(label) if i % 2 else label, "source_id": f"row{i}"}
             f.write(json.dumps(row) + "\n")
@@ -136,7 +136,7 @@ def main():
     os.makedirs(exported)
     run([tool("spmd-train"), "export", "--checkpoint", ck, "--out", os.path.join(exported, "model.safetensors")])
     transformers.GPT2Config(vocab_size=vocab, n_positions=T, n_embd=C, n_layer=L, n_head=H, resid_pdrop=0.0,
-                            embd_pdrop=0.0, attn_pdrop=0.0).save_pretrained(exported)
+                            embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0).save_pretrained(exported)
     model = transformers.GPT2LMHeadModel.from_pretrained(exported).eval()
     tok_dir = os.path.join(ck, "tokenizer")
     tok = tokenizers.ByteLevelBPETokenizer(os.path.join(tok_dir, "vocab.json"), os.path.join(tok_dir, "merges.txt"))
