@@ -21,7 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$bin" --config configs/bench/shakespeare-char.yaml --set data.train="$tmp/data/train.bin" \
   --set data.val="$tmp/data/val.bin" --set model.bias=true --set model.dropout=0 --set train.steps=1 \
   --set train.eval_every=0 --set checkpoint.dir="$tmp/ck" --set checkpoint.every=1 --set output.dir="$tmp/out" >/dev/null
-"$bin" export --checkpoint "$tmp/ck" --out "$tmp/model.safetensors" >/dev/null
+"$bin" export --checkpoint "$tmp/ck/step_00000001" --out "$tmp/model.safetensors" >/dev/null
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $examples examples, $batch rows per forward"
 for ((i = 0; i < runs; i++)); do
   ours=$("$bin" eval --checkpoint "$tmp/ck" --task "$tmp/task.jsonl" --set data.batch_size="$batch" 2>"$tmp/err")

@@ -128,7 +128,9 @@ void check_same_scores(const nlohmann::json& got, const nlohmann::json& want) {
     for (const char* key : {"sum", "mean"})
       for (size_t c = 0; c < want["examples"][i][key].size(); ++c) {
         const double a = got["examples"][i][key][c], b = want["examples"][i][key][c];
-        CAPTURE(i), CAPTURE(key), CAPTURE(c);
+        CAPTURE(i);
+        CAPTURE(key);
+        CAPTURE(c);
         CHECK(std::abs(a - b) <= kFloatRounding * std::abs(b));
       }
 }

@@ -1,5 +1,6 @@
 // Multiple-choice tasks: HellaSwag's JSON Lines read (and refused with file:line and the field),
 // the windows llm.c's scoring feeds the model, and the accuracies from per-choice losses.
+#include "config/config.h"
 #include "eval/choice_batches.h"
 #include "eval/choice_scoring.h"
 #include "eval/choice_task.h"
@@ -149,4 +150,42 @@ TEST_CASE("choice batches: each choice is one row; padding and other examples' r
   CHECK(scores[1].sums == std::vector<double>({expected(" g"), expected(" h")}));
   CHECK(scores[2].sums == std::vector<double>({expected(" y"), expected(" z")}));
   CHECK(scores[2].label == 0);
+}
+
+TEST_CASE("eval config: eval.tasks is read with its defaults, survives to_yaml, and a bad entry names its key") {
+  const std::string base = "mesh: {shape: [1], axes: [data]}\n";
+  const Config c = parse_config(base + "eval: {tasks: [{name: hellaswag, path: h.jsonl}, "
+                                       "{name: arc-e.v1, path: 'a b.jsonl', every: 7, limit: 100}]}\n",
+                                "t.yaml");
+  REQUIRE(c.eval.tasks.size() == 2);
+  CHECK(c.eval.tasks[0].name == "hellaswag");
+  CHECK(c.eval.tasks[0].every == 500);
+  CHECK(c.eval.tasks[0].limit == 0);
+  CHECK(c.eval.tasks[1].path == "a b.jsonl");
+  CHECK(c.eval.tasks[1].every == 7);
+  CHECK(c.eval.tasks[1].limit == 100);
+  const Config again = parse_config(to_yaml(c), "again.yaml");
+  REQUIRE(again.eval.tasks.size() == 2);
+  CHECK(again.eval.tasks[1].name == "arc-e.v1");
+  CHECK(again.eval.tasks[1].path == "a b.jsonl");
+  CHECK(again.eval.tasks[1].every == 7);
+  CHECK(parse_config(base, "t.yaml").eval.tasks.empty());
+  CHECK(to_yaml(parse_config(base, "t.yaml")).find("\neval:") == std::string::npos);
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"eval: {tasks: [{name: 'a/b', path: x}]}", "eval.tasks[0].name"},
+      {"eval: {tasks: [{path: x}]}", "eval.tasks[0].name"},
+      {"eval: {tasks: [{name: a}]}", "eval.tasks[0].path"},
+      {"eval: {tasks: [{name: a, path: x, every: 0}]}", "eval.tasks[0].every"},
+      {"eval: {tasks: [{name: a, path: x, limit: -1}]}", "eval.tasks[0].limit"},
+      {"eval: {tasks: [{name: a, path: x}, {name: a, path: y}]}", "eval.tasks[1].name: 'a' names two tasks"},
+      {"eval: {tasks: [{name: a, path: x, evry: 3}]}", "evry"},
+      {"eval: {tasks: {name: a}}", "eval.tasks"},
+      {"eval: {task: []}", "task"},
+  };
+  for (const auto& [yaml, expected] : bad) {
+    CAPTURE(yaml);
+    const std::string message = test::usage_error_of([&] { parse_config(base + yaml + "\n", "t.yaml"); });
+    CHECK(message.find("t.yaml:2:") == 0);
+    CHECK(message.find(expected) != std::string::npos);
+  }
 }
