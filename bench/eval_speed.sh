@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $examples examples, $batch rows per forward"
 for ((i = 0; i < runs; i++)); do
   ours=$("$bin" eval --checkpoint "$tmp/ck" --task "$tmp/task.jsonl" --set data.batch_size="$batch" 2>"$tmp/err")
-  echo "spmd-train: $ours$(grep 'examples/s' "$tmp/err")"
+  echo "spmd-train: ${ours%$'\n'} | $(grep 'examples/s' "$tmp/err")"
   grep 'examples/s' "$tmp/err" | sed -E 's/.*: ([0-9.]+) examples\/s.*/\1/' >> "$tmp/ours"
   theirs=$("$py" bench/eval_pytorch.py score --weights "$tmp/model.safetensors" --meta "$tmp/data/meta.json" \
     --task "$tmp/task.jsonl" --batch "$batch" --threads "$(nproc)")
