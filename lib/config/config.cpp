@@ -86,6 +86,56 @@ const Section<TrainConfig>& train_section() {
   return section;
 }
 
+// One task of eval.tasks (a map of its own in the list).
+const Section<EvalTask>& eval_task_section() {
+  using E = EvalTask;
+  static const Section<E> section{"tasks", {
+      checked("name", &E::name,
+              [](const std::string& v) {
+                return !v.empty() && v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") ==
+                                         std::string::npos;
+              },
+              "expected a name of letters, digits, '_', '-' or '.' (it names the metrics eval/<name>/...)"),
+      checked("path", &E::path, [](const std::string& v) { return !v.empty(); },
+              "expected the task file (HellaSwag's JSON Lines)"),
+      positive("every", &E::every),
+      at_least("limit", &E::limit, 0),
+  }};
+  return section;
+}
+
+// eval: {tasks: [{name, path, every, limit}, ...]}: names unique, name and path required.
+EvalConfig read_eval(const MapReader& top) {
+  EvalConfig e;
+  const MapReader r = top.section("eval", {"tasks"});
+  const YAML::Node list = r.get("tasks");
+  if (!list.IsDefined() || list.IsNull()) return e;
+  if (!list.IsSequence()) r.fail("tasks", "expected a list of {name, path, every, limit} maps, got " + describe_yaml(list));
+  const auto& section = eval_task_section();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const MapReader item(r.doc(), list[i], r.item_path("tasks", i), section.keys(), r.item_mark("tasks", i));
+    EvalTask task;
+    for (const auto& f : section.fields) f.read(item, task);
+    for (const char* key : {"name", "path"})
+      if (!item.has(key)) item.fail(key, "is required");
+    for (const auto& other : e.tasks)
+      if (other.name == task.name) item.fail("name", fmt::format("'{}' names two tasks", task.name));
+    e.tasks.push_back(std::move(task));
+  }
+  return e;
+}
+
+void emit_eval(YAML::Emitter& out, const EvalConfig& e) {
+  if (e.tasks.empty()) return;
+  out << YAML::Key << "eval" << YAML::Value << YAML::BeginMap << YAML::Key << "tasks" << YAML::Value << YAML::BeginSeq;
+  for (const auto& task : e.tasks) {
+    out << YAML::Flow << YAML::BeginMap;
+    for (const auto& f : eval_task_section().fields) f.emit(out, task);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+}
+
 const Section<CheckpointConfig>& checkpoint_section() {
   using C = CheckpointConfig;
   static const Section<C> section{"checkpoint", {
@@ -285,7 +335,7 @@ void check_run_size(const MapReader& top, const Config& c) {
 
 Config build_config(const YamlDoc& doc) {
   MapReader top(doc, doc.root(), "",
-                {"mesh", "sharding_rules", "model", "data", "train", "checkpoint", "output",
+                {"mesh", "sharding_rules", "model", "data", "train", "eval", "checkpoint", "output",
                  "runtime"},
                 doc.root().Mark());
   Config c;
@@ -294,6 +344,7 @@ Config build_config(const YamlDoc& doc) {
   c.model = read_model(top);
   c.data = read_data(top, c.model);
   train_section().read(top, c.train);
+  c.eval = read_eval(top);
   checkpoint_section().read(top, c.checkpoint);
   output_section().read(top, c.output);
   runtime_section().read(top, c.runtime);
@@ -331,6 +382,7 @@ std::string to_yaml(const Config& c) {
   model_section().emit(out, c.model);
   data_section().emit(out, c.data);
   train_section().emit(out, c.train);
+  emit_eval(out, c.eval);
   checkpoint_section().emit(out, c.checkpoint);
   output_section().emit(out, c.output);
   runtime_section().emit(out, c.runtime);

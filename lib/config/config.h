@@ -62,6 +62,18 @@ struct TrainConfig {
   std::string init_from;
 };
 
+// A multiple-choice task scored while training (HellaSwag's JSON Lines; lib/eval).
+struct EvalTask {
+  std::string name;     // the metrics' eval/<name>/...: letters, digits, '_', '-', '.'
+  std::string path;     // the task file
+  int64_t every = 500;  // steps between scorings (and at the end)
+  int64_t limit = 0;    // the first K examples; 0: all
+};
+
+struct EvalConfig {
+  std::vector<EvalTask> tasks;
+};
+
 struct CheckpointConfig {
   std::string dir;           // empty: no checkpoints
   int64_t every = 500;
@@ -104,6 +116,7 @@ struct Config {
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
+  EvalConfig eval;
   CheckpointConfig checkpoint;
   OutputConfig output;
   RuntimeConfig runtime;

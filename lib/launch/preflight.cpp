@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint_restore.h"
+#include "eval/training_tasks.h"
 #include "hf/hf_import.h"
 #include "data/dataset_tokenizer.h"
 #include "data/meta.h"
@@ -80,6 +81,7 @@ void preflight_check(const Config& config, const TrainOptions& options) {
   if (config.train.eval_every > 0) check_token_data("data.val", config.data.val, config);
   const bool resuming = options.resume && !resolve_resume_path(config, options.resume_path).empty();
   if (!resuming) check_hf_checkpoint(config);  // train.init_from against model.* (a checkpoint wins)
+  load_training_tasks(config);  // eval.tasks: each file read and encoded as the run will
   check_output_dirs(config);
 }
 

@@ -85,6 +85,10 @@ at::Tensor Gpt2::head_loss(const at::Tensor& x, const at::Tensor& targets, Model
   return ops.tied_head_loss(layer_norm(ops.constrain(x, kResidual), "ln_f", ops), "wte", targets);
 }
 
+at::Tensor Gpt2::head_row_losses(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {
+  return ops.tied_head_row_losses(layer_norm(ops.constrain(x, kResidual), "ln_f", ops), "wte", targets);
+}
+
 at::Tensor Gpt2::loss(const at::Tensor& idx, const at::Tensor& targets, ModelOps& ops, bool training) const {
   return head_loss(blocks(embed(idx, ops, training), 0, config_.n_layer, ops, training), targets, ops);
 }

@@ -21,6 +21,9 @@ class Gpt2 {
   at::Tensor embed(const at::Tensor& idx, ModelOps& ops, bool training, int64_t first_position = 0) const;
   at::Tensor blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training) const;
   at::Tensor head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const;
+  // Evaluation: each row's summed cross-entropy over the positions whose target is not negative
+  // ((B,) float, whole on every rank of the last stage).
+  at::Tensor head_row_losses(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const;
   int64_t n_layer() const { return config_.n_layer; }
 
   // Decoding (no dropout): logits (B, vocab) of the position after the last of idx (B, T).

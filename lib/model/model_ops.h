@@ -32,6 +32,11 @@ class ModelOps {
   // Mean cross-entropy of logits x . table^T over this rank's tokens; padded vocab rows excluded.
   virtual at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) = 0;
 
+  // Evaluation (no gradients): each row's summed cross-entropy of x . table^T over the positions
+  // whose target is not negative, targets (B, T) being the whole sequence's: (B,) float, whole on
+  // every rank however the sequence is split.
+  virtual at::Tensor tied_head_row_losses(const at::Tensor& x, const std::string& table, const at::Tensor& targets) = 0;
+
   // Logits of x (B, C) against the whole (unpadded) vocabulary of the tied table: (B, vocab).
   virtual at::Tensor tied_head_logits(const at::Tensor& x, const std::string& table) = 0;
 

@@ -29,8 +29,11 @@ std::string lines_up_to_step(const std::string& path, int64_t done) {
   return kept;
 }
 
-// The metrics.jsonl keys that TensorBoard shows as scalars (tags of the same names).
+// The metrics.jsonl keys that TensorBoard shows as scalars (tags of the same names), besides the
+// benchmark scores eval/<task>/<metric>.
 const char* const kScalarKeys[] = {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms"};
+
+bool is_eval_key(const std::string& key) { return key.rfind("eval/", 0) == 0; }
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& output_dir, int64_t resumed_step) : path_(output_dir + "/metrics.jsonl") {
@@ -54,8 +57,11 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::vector<std::pair<std::string, double>> scalars;
   for (const char* key : kScalarKeys)
     if (auto it = record.find(key); it != record.end() && it->is_number()) scalars.emplace_back(key, it->get<double>());
+  bool scored = false;
+  for (const auto& [key, value] : record.items())
+    if (is_eval_key(key) && value.is_number()) scalars.emplace_back(key, value.get<double>()), scored = true;
   events_->add_scalars(record.at("step").get<int64_t>(), scalars);
-  if (record.contains("val_loss")) events_->flush();  // what TensorBoard shows survives a crash from here on
+  if (record.contains("val_loss") || scored) events_->flush();  // what TensorBoard shows survives a crash from here on
 }
 
 std::string format_duration(double seconds) {

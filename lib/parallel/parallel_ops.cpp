@@ -129,7 +129,8 @@ at::Tensor ParallelOps::attention_over_prefix(const at::Tensor& q, const at::Ten
   return kernels::attention_over_prefix(q, k, v);  // heads are whole on each rank: no communication
 }
 
-at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) {
+ParallelOps::HeadLogits ParallelOps::head_logits(const at::Tensor& x, const std::string& table,
+                                                 const at::Tensor& targets) {
   const auto& layout = layout_of(table);
   const auto& vocab_tp = layout.tp_axes[0];
   const Group& vocab_group = group(vocab_tp);
@@ -139,8 +140,22 @@ at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& t
   const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
   // Under context parallelism x holds this rank's chunks of the sequence: so must the targets.
   const at::Tensor local_targets = context_parallel() ? take_context_chunks(targets, 1, context_split()) : targets;
-  return vocab_parallel_cross_entropy(logits.reshape({-1, rows}), local_targets.reshape({-1}), offset,
-                                      model_.layout().model.vocab_size, vocab_group);
+  return {logits.reshape({-1, rows}), local_targets.reshape({-1}), offset};
+}
+
+at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) {
+  const HeadLogits head = head_logits(x, table, targets);
+  return vocab_parallel_cross_entropy(head.logits, head.targets, head.vocab_offset, model_.layout().model.vocab_size,
+                                      group(layout_of(table).tp_axes[0]));
+}
+
+at::Tensor ParallelOps::tied_head_row_losses(const at::Tensor& x, const std::string& table, const at::Tensor& targets) {
+  const HeadLogits head = head_logits(x, table, targets);
+  const at::Tensor tokens = vocab_parallel_token_losses(head.logits, head.targets, head.vocab_offset,
+                                                        model_.layout().model.vocab_size, group(layout_of(table).tp_axes[0]));
+  at::Tensor rows = tokens.reshape({targets.size(0), -1}).sum(1);  // (B,): this rank's positions
+  if (context_parallel()) group(model_.layout().context_axes).all_reduce_sum(rows);
+  return rows;
 }
 
 at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) {

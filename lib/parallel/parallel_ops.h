@@ -42,6 +42,7 @@ class ParallelOps : public ModelOps {
   at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) override;
   at::Tensor embed(const std::string& table, const at::Tensor& ids) override;
   at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
+  at::Tensor tied_head_row_losses(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
   at::Tensor tied_head_logits(const at::Tensor& x, const std::string& table) override;
   at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
   at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site) override;
@@ -67,6 +68,13 @@ class ParallelOps : public ModelOps {
   // dropout()'s multipliers for x's block; under context parallelism dim `seq_dim` holds two chunks.
   at::Tensor dropout_multipliers(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical);
   at::Tensor local_logits(const at::Tensor& x2, const std::string& table);  // (rows, C) -> (rows, V_local)
+  // The head's logits of this rank's positions (B * T_local, V_local), their targets (B * T_local,)
+  // and the first vocabulary id of V_local.
+  struct HeadLogits {
+    at::Tensor logits, targets;
+    int64_t vocab_offset = 0;
+  };
+  HeadLogits head_logits(const at::Tensor& x, const std::string& table, const at::Tensor& targets);
   // body(x), recomputed in backward; the body lives as long as this ParallelOps (its graph's).
   at::Tensor recomputed(const at::Tensor& x, RecomputedBody body);
   FsdpPrefetcher* prefetcher() { return &model_.fsdp_prefetcher(); }

@@ -105,9 +105,9 @@ void StageLink::finish_sends() {
 }
 
 at::Tensor StageLink::from_last_stage(const at::Tensor& value) const {
-  at::Tensor v = (is_last() ? value : at::zeros_like(value)).reshape({1}).clone();
+  at::Tensor v = (is_last() ? value : at::zeros_like(value)).reshape({-1}).clone();
   line_->all_reduce_sum(v);
-  return v.reshape({});
+  return v.reshape(value.sizes());
 }
 
 }  // namespace spmd

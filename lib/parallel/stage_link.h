@@ -57,7 +57,7 @@ class StageLink {
   void post_receive_activation(int64_t microbatch, int64_t chunk, at::IntArrayRef shape);
   void post_receive_gradient(int64_t microbatch, int64_t chunk, at::IntArrayRef shape);
 
-  // A 0-dim value known on the last stage (zero elsewhere), summed over the stage line so that
+  // A value known on the last stage (zeros of its shape elsewhere), summed over the stage line so that
   // every stage has it.
   at::Tensor from_last_stage(const at::Tensor& value) const;
 

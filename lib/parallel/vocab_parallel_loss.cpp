@@ -9,32 +9,46 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// Each row's loss, and what backward needs of it.
+struct TokenLosses {
+  at::Tensor losses;       // (N,)
+  at::Tensor exp, sum_exp;  // exp(z - row max) (N, V), and its sums over the whole vocabulary (N,)
+  at::Tensor safe_target, here;  // the target's local column (0 where elsewhere), and whether it is here
+};
+
+TokenLosses token_losses(const at::Tensor& logits, const at::Tensor& targets, int64_t vocab_offset, int64_t valid_vocab,
+                     const Group& group) {
+  const int64_t V = logits.size(1);
+  at::Tensor z = logits;
+  int64_t valid_local = std::clamp<int64_t>(valid_vocab - vocab_offset, 0, V);
+  if (valid_local < V) {  // padded columns never enter the softmax
+    z = logits.clone();
+    z.narrow(1, valid_local, V - valid_local).fill_(-INFINITY);
+  }
+  at::Tensor row_max = std::get<0>(z.max(1));  // (N,)
+  group.all_reduce_max(row_max);
+  TokenLosses r;
+  r.exp = (z - row_max.unsqueeze(1)).exp_();  // (N, V)
+  r.sum_exp = r.exp.sum(1);
+  group.all_reduce_sum(r.sum_exp);
+  // The target's logit lives on exactly one member.
+  at::Tensor local_target = targets - vocab_offset;
+  r.here = (local_target >= 0) & (local_target < V);
+  r.safe_target = local_target.masked_fill(~r.here, 0);
+  at::Tensor target_logit = z.gather(1, r.safe_target.unsqueeze(1)).squeeze(1).masked_fill(~r.here, 0.0);
+  group.all_reduce_sum(target_logit);
+  r.losses = r.sum_exp.log() + row_max - target_logit;
+  return r;
+}
+
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets,
                             int64_t vocab_offset, int64_t valid_vocab, const Group* group) {
-    const int64_t N = logits.size(0), V = logits.size(1);
-    at::Tensor z = logits;
-    int64_t valid_local = std::clamp<int64_t>(valid_vocab - vocab_offset, 0, V);
-    if (valid_local < V) {  // padded columns never enter the softmax
-      z = logits.clone();
-      z.narrow(1, valid_local, V - valid_local).fill_(-INFINITY);
-    }
-    at::Tensor row_max = std::get<0>(z.max(1));  // (N,)
-    group->all_reduce_max(row_max);
-    at::Tensor exp = (z - row_max.unsqueeze(1)).exp_();  // (N, V)
-    at::Tensor sum_exp = exp.sum(1);
-    group->all_reduce_sum(sum_exp);
-    // The target's logit lives on exactly one member.
-    at::Tensor local_target = targets - vocab_offset;
-    at::Tensor here = (local_target >= 0) & (local_target < V);
-    at::Tensor safe_target = local_target.masked_fill(~here, 0);
-    at::Tensor target_logit = z.gather(1, safe_target.unsqueeze(1)).squeeze(1).masked_fill(~here, 0.0);
-    group->all_reduce_sum(target_logit);
-    at::Tensor loss = (sum_exp.log() + row_max - target_logit).mean();
-
-    exp.div_(sum_exp.unsqueeze(1));  // softmax, kept for backward
-    ctx->save_for_backward({exp, safe_target, here});
-    ctx->saved_data["N"] = N;
+    TokenLosses rows = token_losses(logits, targets, vocab_offset, valid_vocab, *group);
+    at::Tensor loss = rows.losses.mean();
+    rows.exp.div_(rows.sum_exp.unsqueeze(1));  // softmax, kept for backward
+    ctx->save_for_backward({rows.exp, rows.safe_target, rows.here});
+    ctx->saved_data["N"] = logits.size(0);
     return loss;
   }
 
@@ -52,6 +66,12 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets, int64_t vocab_offset,
                                         int64_t valid_vocab, const Group& group) {
   return VocabParallelCrossEntropy::apply(logits, targets, vocab_offset, valid_vocab, &group);
+}
+
+at::Tensor vocab_parallel_token_losses(const at::Tensor& logits, const at::Tensor& targets, int64_t vocab_offset,
+                                       int64_t valid_vocab, const Group& group) {
+  const at::Tensor losses = token_losses(logits.detach(), targets, vocab_offset, valid_vocab, group).losses;
+  return losses.masked_fill(targets < 0, 0.0);
 }
 
 }  // namespace spmd

@@ -14,4 +14,9 @@ namespace spmd {
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets, int64_t vocab_offset,
                                         int64_t valid_vocab, const Group& group);
 
+// The same cross-entropy per row, without gradients: (N,) float, 0 where the target is negative
+// (a position that is not scored).
+at::Tensor vocab_parallel_token_losses(const at::Tensor& logits, const at::Tensor& targets, int64_t vocab_offset,
+                                       int64_t valid_vocab, const Group& group);
+
 }  // namespace spmd

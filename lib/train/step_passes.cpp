@@ -156,19 +156,35 @@ at::Tensor run_step_passes(TrainState& state, const at::Tensor& inputs, const at
   return StepPasses(state, inputs, targets, result).run();
 }
 
-at::Tensor evaluate_passes(TrainState& s, const at::Tensor& inputs, const at::Tensor& targets) {
+namespace {
+// One forward without gradients through the stages; `head` runs on the last one and gives a
+// tensor of shape `shape` (zeros of it on the other stages until the stage line sums them).
+template <class Head>
+at::Tensor forward_passes(TrainState& s, const at::Tensor& inputs, at::IntArrayRef shape, at::ScalarType dtype,
+                          Head head) {
   at::NoGradGuard no_grad;
   StageLink& link = *s.stage_link;
   ParallelOps ops(*s.model, static_cast<uint64_t>(s.config.train.seed), -1);
-  at::Tensor loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(inputs.device()));
+  at::Tensor value = at::zeros(shape, at::TensorOptions().dtype(dtype).device(inputs.device()));
   for (int64_t chunk = 0; chunk < link.chunks(); ++chunk) {  // sends do not block: no chunk waits on a later one
     at::Tensor received;
     const at::Tensor x = chunk_forward(s, ops, inputs, 0, chunk, false, received);
-    if (link.ends(chunk)) loss = s.gpt->head_loss(x, targets, ops).to(at::kDouble);
+    if (link.ends(chunk)) value = head(x, ops).to(dtype);
     else link.send_activation(0, chunk, x.to(at::kFloat));
   }
   link.finish_sends();
-  return link.from_last_stage(loss);
+  return link.from_last_stage(value);
+}
+}  // namespace
+
+at::Tensor evaluate_passes(TrainState& s, const at::Tensor& inputs, const at::Tensor& targets) {
+  return forward_passes(s, inputs, {}, at::kDouble,
+                        [&](const at::Tensor& x, ParallelOps& ops) { return s.gpt->head_loss(x, targets, ops); });
+}
+
+at::Tensor row_losses_passes(TrainState& s, const at::Tensor& inputs, const at::Tensor& targets) {
+  return forward_passes(s, inputs, {inputs.size(0)}, at::kFloat,
+                        [&](const at::Tensor& x, ParallelOps& ops) { return s.gpt->head_row_losses(x, targets, ops); });
 }
 
 }  // namespace spmd

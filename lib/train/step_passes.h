@@ -20,4 +20,8 @@ at::Tensor run_step_passes(TrainState& state, const at::Tensor& inputs, const at
 // float64 on every stage).
 at::Tensor evaluate_passes(TrainState& state, const at::Tensor& inputs, const at::Tensor& targets);
 
+// Benchmark scoring: each row's summed loss over the positions whose target is not negative,
+// through every stage ((rows,) float on every stage).
+at::Tensor row_losses_passes(TrainState& state, const at::Tensor& inputs, const at::Tensor& targets);
+
 }  // namespace spmd

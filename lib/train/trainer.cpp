@@ -26,6 +26,7 @@
 #include "kernels/cpu/blas_library.h"
 #include "train/loop_checkpoints.h"
 #include "train/stop_signal.h"
+#include "train/task_scores.h"
 #include "train/train_state.h"
 #include "util/caching_cpu_allocator.h"
 #include "util/durable_file.h"
@@ -188,7 +189,8 @@ class Progress {
   }
 
   // Every rank resets its interval; the leader (the one with the metrics log) writes and prints.
-  void log(int64_t step, double loss, const StepResult& r, std::optional<double> val_loss) {
+  // `scores`: eval.tasks' results at this step ({} when none was due).
+  void log(int64_t step, double loss, const StepResult& r, std::optional<double> val_loss, const nlohmann::json& scores) {
     const double step_ms = interval_ms_ / static_cast<double>(interval_steps_);
     interval_steps_ = 0, interval_ms_ = 0;
     if (!metrics_) return;
@@ -198,17 +200,30 @@ class Progress {
     nlohmann::json record{{"step", step + 1},  {"loss", loss},   {"lr", r.lr}, {"grad_norm", r.grad_norm.item<double>()},
                           {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms}};
     if (val_loss) record["val_loss"] = *val_loss;
+    record.update(scores);
     metrics_->write(record);
     const double eta = seconds() / static_cast<double>(step + 1 - first_step_) * static_cast<double>(tc.steps - step - 1);
-    fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms | ETA {}\n", step + 1, tc.steps,
-               loss, val_loss ? fmt::format(" | val {:.4f}", *val_loss) : std::string(), r.lr,
-               tokens_per_s, step_ms, format_duration(eta));
+    fmt::print("step {:>5}/{} | loss {:.4f}{}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms | ETA {}\n", step + 1, tc.steps,
+               loss, val_loss ? fmt::format(" | val {:.4f}", *val_loss) : std::string(), describe_scores(scores),
+               r.lr, tokens_per_s, step_ms, format_duration(eta));
     std::fflush(stdout);
   }
 
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
 
  private:
+  // " | hellaswag acc 0.2500 acc_norm 0.3000" per task scored at this step.
+  std::string describe_scores(const nlohmann::json& scores) const {
+    std::string text;
+    for (const auto& task : config_.eval.tasks) {
+      const std::string prefix = "eval/" + task.name + "/";
+      if (scores.contains(prefix + "acc"))
+        text += fmt::format(" | {} acc {:.4f} acc_norm {:.4f}", task.name, scores[prefix + "acc"].get<double>(),
+                            scores[prefix + "acc_norm"].get<double>());
+    }
+    return text;
+  }
+
   const Config& config_;
   int64_t first_step_;
   MetricsLog* metrics_;
@@ -295,6 +310,7 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
   LoopCheckpoints checkpoints(state, resuming ? state.step : -1);  // collective
   nlohmann::json summary = describe_run(state, config);
 
+  const TaskScores task_scores(config);
   std::optional<DatasetMeta> sample_tokenizer;
   if (tc.sample_every > 0) sample_tokenizer = training_tokenizer(config);
   const int64_t first_step = state.step;
@@ -312,13 +328,15 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       continue;
     }
     const bool eval_now = state.val_data && ((step + 1) % tc.eval_every == 0 || step + 1 == tc.steps);
-    const bool log_now = eval_now || step % tc.log_every == 0 || step + 1 == tc.steps;
+    const bool score_now = task_scores.due(step + 1, tc.steps);
+    const bool log_now = eval_now || score_now || step % tc.log_every == 0 || step + 1 == tc.steps;
     if (log_now || state.reads_every_step()) last_loss = r.loss.item<double>();  // a sync on CUDA: log steps only
     const int64_t skipped = log_now ? check_health(state) : 0;
     progress.add_step(step_start);
     const std::optional<double> val_loss = eval_now ? std::optional<double>(evaluate(state)) : std::nullopt;
     if (leader && skipped > 0) fmt::print("{} step(s) before step {} had a non-finite loss or gradient; skipped\n", skipped, step + 1);
-    if (log_now) progress.log(step, last_loss, r, val_loss);
+    const nlohmann::json scores = score_now ? task_scores.score(state, step + 1) : nlohmann::json::object();
+    if (log_now) progress.log(step, last_loss, r, val_loss, scores);
     if (tc.sample_every > 0 && state.step % tc.sample_every == 0) print_sample(state, *sample_tokenizer);
     if (config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoints.save();
     const auto [sig, save_failed] = agreed_stop_votes(state, checkpoints);

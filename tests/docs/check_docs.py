@@ -25,7 +25,7 @@ import tempfile
 SRC = os.environ.get("SPMD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("SPMD_BINARY_DIR", os.path.join(SRC, "build"))
 PROGRAMS = ("spmd-train", "spmd-inspect", "spmd-prepare")
-SUBCOMMANDS = {"spmd-train": ("sample", "export", "plot")}
+SUBCOMMANDS = {"spmd-train": ("sample", "eval", "export", "plot")}
 problems = []
 
 

@@ -381,7 +381,7 @@ TEST_CASE("config: unknown keys are errors with the valid keys and a suggestion"
 
   message = parse_error("modle: {n_layer: 4}\n");
   CHECK(contains(message, "t.yaml:1:1: modle: unknown key 'modle' (did you mean 'model'?)"));
-  CHECK(contains(message, "valid keys: mesh, sharding_rules, model, data, train, checkpoint, "
+  CHECK(contains(message, "valid keys: mesh, sharding_rules, model, data, train, eval, checkpoint, "
                           "output, runtime"));
 
   // Nothing close: no suggestion, but still the list.
