@@ -30,7 +30,7 @@ ChoiceExample parse_example(const std::string& text, const std::string& where) {
   json row;
   try {
     row = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a parse error, or a number out of range (1e400)
     throw UsageError(fmt::format("{}: not a JSON object ({})", where, e.what()));
   }
   SPMD_CHECK(row.is_object(), "{}: expected a JSON object with ctx, endings and label", where);

@@ -37,6 +37,7 @@
 #include "config/config.h"
 #include "data/loader.h"
 #include "data/token_file.h"
+#include "eval/choice_task.h"
 #include "inspect/report.h"
 #include "parallel/layout.h"
 #include "plan/machine_rates.h"
@@ -996,6 +997,54 @@ TEST_CASE("plan: mutated rates files through read_machine_rates") {
     });
   }
   check_reader_pass(tally, kCases, "rates files");
+}
+
+// Multiple-choice task files (HellaSwag's JSON Lines) come from the internet: mutated lines (values
+// of the wrong type, labels out of range, lines cut, invalid UTF-8) either load, every example with
+// two or more endings and a label among them, or are a UsageError naming the file.
+TEST_CASE("eval: mutated multiple-choice task files through read_choice_task") {
+  const std::string seed =
+      "{\"ctx\": \"A man sits on a roof. he\", \"endings\": [\"is using wrap.\", \"is ripping level tiles off.\", "
+      "\"holds a rubik's cube.\", \"starts pulling up roofing.\"], \"label\": 3, \"ind\": 4}\n"
+      "{\"ctx\": \"The dog\", \"endings\": [\"runs.\", \"sleeps.\"], \"label\": \"0\"}\n\n"
+      "{\"ctx\": \"Caf\u00e9 \u00fcber\", \"endings\": [\"a\", \"b\", \"c\"], \"label\": 1, \"split\": \"val\"}\n";
+  static const std::vector<std::string> kValues = {"0", "-1", "2", "4", "99999999999999999999", "1e400", "1.5",
+                                                  "\"1\"", "\"x\"", "\"\"", "null", "[]", "{}", "[\"a\"]", "true"};
+  static const std::vector<std::string> kInserts = {"\"", "{", "}", "[", "]", ",", ":", "\n", "\xff\xfe", "\xc3"};
+  Tally tally;
+  constexpr int kCases = 400;
+  for (int i = 0; i < kCases; ++i) {
+    Rng rng(0xe7a10000u + static_cast<uint64_t>(i));
+    TempDir tmp;
+    std::string text = seed;
+    for (int edits = 1 + static_cast<int>(rng.below(2)); edits > 0; --edits) {
+      const auto numbers = number_tokens(text);
+      const size_t at = text.empty() ? 0 : rng.below(text.size());
+      switch (rng.below(5)) {
+        case 0:
+        case 1:
+          if (!numbers.empty()) {
+            const auto [pos, len] = rng.pick(numbers);
+            text.replace(pos, len, rng.pick(kValues));
+          }
+          break;
+        case 2: text.resize(rng.below(text.size() + 1)); break;
+        case 3: text.insert(at, rng.pick(kInserts)); break;
+        default: text.erase(at, 1 + rng.below(24)); break;
+      }
+    }
+    const std::string path = tmp.file("task.jsonl");
+    write_file(path, text);
+    const std::string label = fmt::format("task case {}", i);
+    run_reader_case(tally, i, label, {path}, [&] {
+      for (const spmd::ChoiceExample& e : spmd::read_choice_task(path, static_cast<int64_t>(rng.below(3)))) {
+        if (e.endings.size() < 2 || e.label < 0 || e.label >= static_cast<int64_t>(e.endings.size()))
+          tally.fail(fmt::format("{}: line {} loaded with {} endings and label {}:\n{}", label, e.line, e.endings.size(),
+                                 e.label, text));
+      }
+    });
+  }
+  check_reader_pass(tally, kCases, "multiple-choice task files");
 }
 
 // Found by the pass above (anchors in mutants): `--set` used to assign through the node it
