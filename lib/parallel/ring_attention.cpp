@@ -9,6 +9,7 @@
 #include <cmath>
 #include <optional>
 
+#include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "util/error.h"

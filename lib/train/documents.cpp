@@ -3,6 +3,7 @@
 #include "train/documents.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "data/dataset_tokenizer.h"
 #include "data/meta.h"
