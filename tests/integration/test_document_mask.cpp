@@ -111,12 +111,12 @@ TEST_CASE("document mask: data, FSDP, tensor and sequence parallel meshes and mi
 
 TEST_CASE("document mask: pipeline stages (1F1B, interleaved) match one process") {
   PackedRun run;
-  const std::string stages = "[[batch, data], [layers, stage], " + kOthers + "]";
+  const std::string stages = "[[batch, data], [layers, stage], [seq, null], " + kOthers + "]";
   check_meshes_match_one_process(
       run, {"--set", "model.n_layer=4"},
       {{"data-stage-2x2-1f1b", with(mesh_args({"", "[2,2]", "[data,stage]", stages}), {"--set", "train.microbatches=2"})},
        {"stage-2-interleaved",
-        with(mesh_args({"", "[2]", "[stage]", "[[batch, null], [layers, stage], " + kOthers + "]"}),
+        with(mesh_args({"", "[2]", "[stage]", "[[batch, null], [layers, stage], [seq, null], " + kOthers + "]"}),
              {"--set", "train.microbatches=2", "--set", "runtime.pipeline_schedule=interleaved", "--set",
               "runtime.virtual_stages=2"})}});
 }
