@@ -56,6 +56,8 @@ const Section<DataConfig>& data_section() {
       plain("val", &D::val),
       positive("batch_size", &D::batch_size),
       at_least("window_stride", &D::window_stride, 0),
+      plain("document_mask", &D::document_mask).emitted_if([](const D& d) { return d.document_mask; }),
+      at_least("eot_token", &D::eot_token, -1).emitted_if([](const D& d) { return d.eot_token >= 0; }),
   }};
   return section;
 }
@@ -303,6 +305,8 @@ DataConfig read_data(const MapReader& top, const ModelConfig& model) {
   r.check("window_stride", d.window_stride <= model.block_size,
           fmt::format("{} is above model.block_size = {}: windows would skip tokens (0 means block_size)",
                       d.window_stride, model.block_size));
+  r.check("eot_token", d.eot_token < model.vocab_size,
+          fmt::format("{} is not a token id: model.vocab_size = {}", d.eot_token, model.vocab_size));
   return d;
 }
 

@@ -33,6 +33,10 @@ struct DataConfig {
   std::string val;
   int64_t batch_size = 12;   // global sequences per step, split over data-parallel ranks
   int64_t window_stride = 0; // tokens between training windows' starts; 0: block_size (no overlap)
+  // Packed documents (docs/packing.md): each eot_token ends its document inside a window; a token
+  // attends only to its own document's earlier tokens and positions restart at 0 per document.
+  bool document_mask = false;
+  int64_t eot_token = -1;    // -1: the tokenizer's end-of-text id from data.train's meta.json
 };
 
 struct TrainConfig {

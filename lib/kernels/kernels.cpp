@@ -67,33 +67,57 @@ namespace {
 // Q, K, V as (B, H, T, D) views of qkv (B, T, 3, H, D).
 at::Tensor head_major(const at::Tensor& qkv, int64_t which) { return qkv.select(2, which).transpose(1, 2); }
 
-// The explicit computation: scores, causal mask, softmax, (dropout,) times V. (B, T, H, D).
-at::Tensor explicit_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask) {
+// The keys each query may not see, (T, S) or, with document starts (B, T), (B, 1, T, S): those
+// after the query's position and, in packed documents, those before its document's start.
+at::Tensor hidden_keys(const at::Tensor& q_positions, int64_t S, const at::Tensor& document_starts) {
+  const at::Tensor keys = at::arange(S, q_positions.options());
+  at::Tensor hidden = keys.unsqueeze(0) > q_positions.unsqueeze(1);  // (T, S): a later key
+  if (!document_starts.defined()) return hidden;
+  const at::Tensor earlier_document = keys.view({1, 1, S}) < document_starts.unsqueeze(-1);  // (B, T, S)
+  return (hidden.unsqueeze(0) | earlier_document).unsqueeze(1);
+}
+
+// The explicit computation: scores, causal (and document) mask, softmax, (dropout,) times V.
+// (B, T, H, D).
+at::Tensor explicit_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask,
+                                     const at::Tensor& document_starts) {
   const int64_t T = qkv.size(1), D = qkv.size(4);
   const at::Tensor q = head_major(qkv, 0), k = head_major(qkv, 1), v = head_major(qkv, 2);
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
-  at::Tensor causal = at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
-  at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
+  const at::Tensor hidden =
+      document_starts.defined()
+          ? hidden_keys(at::arange(T, qkv.options().dtype(at::kLong)), T, document_starts)
+          : at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
+  at::Tensor probs = at::softmax(scores.masked_fill(hidden, -INFINITY), -1);
   if (dropout_mask.defined()) probs = (probs * dropout_mask).to(v.scalar_type());  // the mask is float32
   return at::matmul(probs, v).transpose(1, 2);
 }
 }  // namespace
 
-at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask, at::ScalarType operand_dtype) {
+at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask, at::ScalarType operand_dtype,
+                            const at::Tensor& document_starts) {
   SPMD_ASSERT(qkv.dim() == 5 && qkv.size(2) == 3, "causal_attention: qkv must be (B, T, 3, H, D), got {}",
               qkv.sizes().vec());
+  SPMD_ASSERT((!document_starts.defined() || document_starts.sizes() == at::IntArrayRef({qkv.size(0), qkv.size(1)})),
+              "causal_attention: document starts {} for qkv {}", document_starts.sizes().vec(), qkv.sizes().vec());
   // Reduced-precision operands (bf16): libtorch's attention on them (flash kernels on CUDA, as
   // PyTorch's autocast runs it), the result back in qkv's dtype.
   if (c10::isReducedFloatingType(operand_dtype) && operand_dtype != qkv.scalar_type())
-    return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype).to(qkv.scalar_type());
-  if (cpu::fused_attention_supports(qkv, dropout_mask)) return cpu::fused_causal_attention(qkv, dropout_mask);
-  // libtorch's fused attention (flash / memory-efficient on CUDA). Its own dropout is not a
-  // function of global indices, so a mask takes the explicit path.
-  if (!dropout_mask.defined())
-    return at::scaled_dot_product_attention(head_major(qkv, 0), head_major(qkv, 1), head_major(qkv, 2), {}, 0.0,
-                                            /*is_causal=*/true)
-        .transpose(1, 2);
-  return explicit_causal_attention(qkv, dropout_mask);
+    return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype, document_starts).to(qkv.scalar_type());
+  if (cpu::fused_attention_supports(qkv, dropout_mask, document_starts))
+    return cpu::fused_causal_attention(qkv, dropout_mask, document_starts);
+  // libtorch's fused attention (flash / memory-efficient on CUDA; packed documents as a boolean
+  // mask of the keys taking part). Its own dropout is not a function of global indices, so a
+  // mask takes the explicit path.
+  if (!dropout_mask.defined()) {
+    const at::Tensor q = head_major(qkv, 0), k = head_major(qkv, 1), v = head_major(qkv, 2);
+    if (!document_starts.defined())
+      return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true).transpose(1, 2);
+    const int64_t T = qkv.size(1);
+    const at::Tensor visible = ~hidden_keys(at::arange(T, document_starts.options()), T, document_starts);
+    return at::scaled_dot_product_attention(q, k, v, visible, 0.0, /*is_causal=*/false).transpose(1, 2);
+  }
+  return explicit_causal_attention(qkv, dropout_mask, document_starts);
 }
 
 at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -107,14 +131,16 @@ at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const
 }
 
 at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  const at::Tensor& q_positions, const at::Tensor& dropout_mask) {
+                                  const at::Tensor& q_positions, const at::Tensor& dropout_mask,
+                                  const at::Tensor& q_document_starts) {
   const int64_t T = q.size(1), S = k.size(1), D = q.size(3);
   SPMD_ASSERT(k.sizes() == v.sizes() && q_positions.numel() == T, "attention_at_positions: q {} k {} v {} positions {}",
               q.sizes().vec(), k.sizes().vec(), v.sizes().vec(), q_positions.numel());
+  SPMD_ASSERT((!q_document_starts.defined() || q_document_starts.sizes() == at::IntArrayRef({q.size(0), T})),
+              "attention_at_positions: document starts {} for q {}", q_document_starts.sizes().vec(), q.sizes().vec());
   const at::Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);  // (B, H, ., D)
   at::Tensor scores = at::matmul(qh, kh.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, S)
-  const at::Tensor key_positions = at::arange(S, q_positions.options());
-  const at::Tensor hidden = key_positions.unsqueeze(0) > q_positions.unsqueeze(1);  // (T, S): a later key
+  const at::Tensor hidden = hidden_keys(q_positions, S, q_document_starts);  // (T, S) or (B, 1, T, S)
   at::Tensor probs = at::softmax(scores.masked_fill(hidden, -INFINITY), -1);
   if (dropout_mask.defined()) probs = probs * dropout_mask;
   return at::matmul(probs, vh).transpose(1, 2);

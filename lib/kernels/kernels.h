@@ -41,8 +41,12 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
 // y = (softmax(...) * dropout_mask) V, so dropout is the caller's pure function of global indices
 // on every device. operand_dtype: bf16 (the model's matmul dtype) runs the products on bf16
 // operands (CUDA's flash kernels take them), y back in qkv's dtype; float32 changes nothing.
+// document_starts: undefined, or (B, T) int64, where each position's document starts (packed
+// documents; non-decreasing along a row, <= the position): query i sees keys
+// document_starts[b, i] .. i only (a block-diagonal causal mask).
 at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor(),
-                            at::ScalarType operand_dtype = at::kFloat);
+                            at::ScalarType operand_dtype = at::kFloat,
+                            const at::Tensor& document_starts = at::Tensor());
 
 // Decoding: queries q (B, T, H, D) at the last T of the S positions whose keys and values k, v
 // (B, S, H, D) hold; query i sees keys 0 .. S - T + i. No dropout. (B, T, H, D).
@@ -51,9 +55,12 @@ at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const
 // Causal attention of queries at arbitrary positions over keys in sequence order: q (B, T, H, D)
 // whose query i sits at position q_positions[i] (int64, (T,)), k and v (B, S, H, D) at positions
 // 0 .. S-1; query i sees keys 0 .. q_positions[i]. dropout_mask: undefined or (B, H, T, S)
-// multipliers of the probabilities, as in causal_attention. (B, T, H, D).
+// multipliers of the probabilities, as in causal_attention. q_document_starts: undefined, or
+// (B, T) int64, the document start of each query (packed documents): query i then sees keys
+// q_document_starts[b, i] .. q_positions[i] only. (B, T, H, D).
 at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  const at::Tensor& q_positions, const at::Tensor& dropout_mask = at::Tensor());
+                                  const at::Tensor& q_positions, const at::Tensor& dropout_mask = at::Tensor(),
+                                  const at::Tensor& q_document_starts = at::Tensor());
 
 // GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1).
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor());

@@ -14,6 +14,7 @@
 #include "data/token_file.h"
 #include "data/windows.h"
 #include "launch/output_dirs.h"
+#include "train/documents.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -78,6 +79,7 @@ void check_tokenizer(const Config& config) {
 void preflight_check(const Config& config, const TrainOptions& options) {
   check_token_data("data.train", config.data.train, config);
   check_tokenizer(config);
+  document_eot_token(config);  // data.document_mask: an end-of-text id to cut documents at
   if (config.train.eval_every > 0) check_token_data("data.val", config.data.val, config);
   const bool resuming = options.resume && !resolve_resume_path(config, options.resume_path).empty();
   if (!resuming) check_hf_checkpoint(config);  // train.init_from against model.* (a checkpoint wins)

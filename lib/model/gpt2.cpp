@@ -16,12 +16,13 @@ at::Tensor Gpt2::layer_norm(const at::Tensor& x, const std::string& prefix, Mode
   return ops.layer_norm(x, prefix + ".weight", config_.bias ? prefix + ".bias" : "", 1e-5);
 }
 
-at::Tensor Gpt2::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache) const {
+at::Tensor Gpt2::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache,
+                           const at::Tensor& document_starts) const {
   const std::string p = fmt::format("h.{}.attn", layer);
   at::Tensor qkv = ops.dense(x, p + ".c_attn.weight", config_.bias ? p + ".c_attn.bias" : "", 1);  // (B, T, 3, H, D)
   const bool drop = training && config_.dropout > 0;
   at::Tensor y = cache ? cached_attention(qkv, layer, ops, *cache)
-                       : ops.causal_attention(qkv, drop ? p + ".attn_dropout" : "");  // (B, T, H, D)
+                       : ops.causal_attention(qkv, drop ? p + ".attn_dropout" : "", document_starts);  // (B, T, H, D)
   y = ops.dense(y, p + ".c_proj.weight", config_.bias ? p + ".c_proj.bias" : "", 2);  // (B, T, C)
   if (drop) y = ops.dropout(y, p + ".resid_dropout", kResidual);
   return y;
@@ -49,23 +50,36 @@ at::Tensor Gpt2::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool tra
   return y;
 }
 
-at::Tensor Gpt2::embed(const at::Tensor& idx, ModelOps& ops, bool training, int64_t first_position) const {
+at::Tensor Gpt2::embed(const at::Tensor& idx, ModelOps& ops, bool training, int64_t first_position,
+                       const at::Tensor& document_starts) const {
   const int64_t T = idx.size(1);
-  at::Tensor x = ops.embed("wte", idx) + ops.param("wpe").narrow(0, first_position, T);  // (B, T, C)
+  at::Tensor positions;  // (B, T, C) rows of wpe, or (T, C) when every row counts from first_position
+  if (document_starts.defined()) {
+    const at::Tensor in_document = at::arange(T, document_starts.options()) - document_starts;  // (B, T)
+    positions = at::embedding(ops.param("wpe"), in_document);
+  } else {
+    positions = ops.param("wpe").narrow(0, first_position, T);
+  }
+  at::Tensor x = ops.embed("wte", idx) + positions;  // (B, T, C)
   x = ops.constrain(x, kResidual);  // the residual stream's layout from here on
   if (training && config_.dropout > 0) x = ops.dropout(x, "embed_dropout", kResidual);
   return x;
 }
 
-at::Tensor Gpt2::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool training, KvCache* cache) const {
-  at::Tensor h = x + attention(layer_norm(x, fmt::format("h.{}.ln_1", l), ops), l, ops, training, cache);
+at::Tensor Gpt2::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool training, KvCache* cache,
+                       const at::Tensor& document_starts) const {
+  at::Tensor h =
+      x + attention(layer_norm(x, fmt::format("h.{}.ln_1", l), ops), l, ops, training, cache, document_starts);
   return h + mlp(layer_norm(h, fmt::format("h.{}.ln_2", l), ops), l, ops, training);
 }
 
-at::Tensor Gpt2::blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training) const {
+at::Tensor Gpt2::blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training,
+                        const at::Tensor& document_starts) const {
   for (int64_t l = begin; l < end; ++l) {
     x = ops.constrain(x, kResidual);
-    x = ops.block(x, [this, l, &ops, training](const at::Tensor& in) { return block(in, l, ops, training, nullptr); });
+    x = ops.block(x, [this, l, &ops, training, document_starts](const at::Tensor& in) {
+      return block(in, l, ops, training, nullptr, document_starts);
+    });
   }
   return x;
 }
@@ -75,7 +89,7 @@ at::Tensor Gpt2::next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache
   SPMD_ASSERT(first + idx.size(1) <= config_.block_size, "decoding past block_size: {} + {} > {}", first,
               idx.size(1), config_.block_size);
   at::Tensor x = embed(idx, ops, /*training=*/false, first);
-  for (int64_t l = 0; l < config_.n_layer; ++l) x = block(ops.constrain(x, kResidual), l, ops, false, cache);
+  for (int64_t l = 0; l < config_.n_layer; ++l) x = block(ops.constrain(x, kResidual), l, ops, false, cache, {});
   if (cache) cache->length += idx.size(1);
   const at::Tensor last = x.select(1, x.size(1) - 1);  // (B, C): only the newest position is needed
   return ops.tied_head_logits(layer_norm(last, "ln_f", ops), "wte");
@@ -89,8 +103,10 @@ at::Tensor Gpt2::head_row_losses(const at::Tensor& x, const at::Tensor& targets,
   return ops.tied_head_row_losses(layer_norm(ops.constrain(x, kResidual), "ln_f", ops), "wte", targets);
 }
 
-at::Tensor Gpt2::loss(const at::Tensor& idx, const at::Tensor& targets, ModelOps& ops, bool training) const {
-  return head_loss(blocks(embed(idx, ops, training), 0, config_.n_layer, ops, training), targets, ops);
+at::Tensor Gpt2::loss(const at::Tensor& idx, const at::Tensor& targets, ModelOps& ops, bool training,
+                      const at::Tensor& document_starts) const {
+  const at::Tensor x = embed(idx, ops, training, 0, document_starts);
+  return head_loss(blocks(x, 0, config_.n_layer, ops, training, document_starts), targets, ops);
 }
 
 }  // namespace spmd

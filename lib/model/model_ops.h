@@ -42,8 +42,11 @@ class ModelOps {
 
   // Causal self-attention of qkv (B, T, 3, H, D) -> (B, T, H, D): softmax(Q K^T / sqrt(D) + causal)
   // V, the probabilities (logical: batch, heads, seq, seq) passed through dropout at
-  // `dropout_site`; "" for no dropout (evaluation, or dropout 0).
-  virtual at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site) = 0;
+  // `dropout_site`; "" for no dropout (evaluation, or dropout 0). document_starts: undefined, or
+  // (B, T) int64 over the whole sequence (logical: batch, seq), where each position's document
+  // starts: a query then sees only the keys of its own document.
+  virtual at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
+                                      const at::Tensor& document_starts) = 0;
 
   // Decoding with a key/value cache: queries q (B, T, H, D) for the last T of the S positions
   // whose keys and values k, v (B, S, H, D) hold -> (B, T, H, D). No dropout.

@@ -165,7 +165,8 @@ at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weigh
   return at::layer_norm(x, {x.size(-1)}, param(weight), b, eps);
 }
 
-at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::string& dropout_site) {
+at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
+                                         const at::Tensor& document_starts) {
   // The dropout mask is this rank's block of dropout() of ones: multipliers that are a pure
   // function of global indices, whichever kernel (and device) applies them.
   // (B, H, T, T): both sequence dims are whole here, also under sequence parallelism (where a
@@ -174,8 +175,10 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
   if (context_parallel()) {
     // Selective recomputation replays the gather too: backward keeps only the local qkv.
     if (remat_ == Remat::kSelective)
-      return recomputed(qkv, [this, dropout_site](const at::Tensor& in) { return context_attention(in, dropout_site); });
-    return context_attention(qkv, dropout_site);
+      return recomputed(qkv, [this, dropout_site, document_starts](const at::Tensor& in) {
+        return context_attention(in, dropout_site, document_starts);
+      });
+    return context_attention(qkv, dropout_site, document_starts);
   }
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0) {
@@ -185,8 +188,10 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
   // Selective recomputation (Megatron's): the attention core, whose probabilities are (T, T) per head.
   const at::ScalarType operands = matmul_dtype();  // bf16 matmuls: bf16 attention too
   if (remat_ == Remat::kSelective)
-    return recomputed(qkv, [mask, operands](const at::Tensor& in) { return kernels::causal_attention(in, mask, operands); });
-  return kernels::causal_attention(qkv, mask, operands);
+    return recomputed(qkv, [mask, operands, document_starts](const at::Tensor& in) {
+      return kernels::causal_attention(in, mask, operands, document_starts);
+    });
+  return kernels::causal_attention(qkv, mask, operands, document_starts);
 }
 
 ContextSplit ParallelOps::context_split() const {
@@ -194,7 +199,8 @@ ContextSplit ParallelOps::context_split() const {
   return {layout.cp_size(), layout.cp_index(model_.comm().rank())};
 }
 
-at::Tensor ParallelOps::context_attention(const at::Tensor& qkv, const std::string& dropout_site) {
+at::Tensor ParallelOps::context_attention(const at::Tensor& qkv, const std::string& dropout_site,
+                                          const at::Tensor& document_starts) {
   // The probabilities' rows are this rank's query positions (head-tail), their columns every key
   // position in order: the rows of the one-process (B, H, T, T) mask at those positions.
   static const std::vector<std::string> kProbs{"batch", "heads", "seq", ""};
@@ -204,13 +210,17 @@ at::Tensor ParallelOps::context_attention(const at::Tensor& qkv, const std::stri
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0)
     mask = dropout(at::ones({B, H, T_local, T}, qkv.options()), dropout_site, kProbs);
+  // The document starts of this rank's queries, in its head-tail order (global positions).
+  const at::Tensor q_starts =
+      document_starts.defined() ? take_context_chunks(document_starts, 1, split) : at::Tensor();  // (B, T_local)
   if (model_.layout().context_exchange == ContextExchange::kRing) {
     model_.count_ring_attention_forward();
-    return ring_attention(qkv.select(2, 0), qkv.select(2, 1), qkv.select(2, 2), mask, context, split);
+    return ring_attention(qkv.select(2, 0), qkv.select(2, 1), qkv.select(2, 2), mask, context, split, q_starts);
   }
   const at::Tensor kv = gather_context_sequence(qkv.narrow(2, 1, 2), context, split);
   const at::Tensor positions = context_positions(T_local, split, qkv.device());
-  return kernels::attention_at_positions(qkv.select(2, 0), kv.select(2, 0), kv.select(2, 1), positions, mask);
+  return kernels::attention_at_positions(qkv.select(2, 0), kv.select(2, 0), kv.select(2, 1), positions, mask,
+                                         q_starts);
 }
 
 at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) {

@@ -45,7 +45,8 @@ class ParallelOps : public ModelOps {
   at::Tensor tied_head_row_losses(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
   at::Tensor tied_head_logits(const at::Tensor& x, const std::string& table) override;
   at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
-  at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site) override;
+  at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
+                              const at::Tensor& document_starts) override;
   at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) override;
   at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;
   at::Tensor constrain(const at::Tensor& x, const std::vector<std::string>& logical) override;
@@ -63,8 +64,9 @@ class ParallelOps : public ModelOps {
   bool context_parallel() const { return !decoding_ && model_.layout().cp_size() > 1; }
   ContextSplit context_split() const;
   // Attention of this rank's queries over every member's keys and values: all-gathered, or sent
-  // around the ring (runtime.context_exchange).
-  at::Tensor context_attention(const at::Tensor& qkv, const std::string& dropout_site);
+  // around the ring (runtime.context_exchange). document_starts: the whole sequence's, or undefined.
+  at::Tensor context_attention(const at::Tensor& qkv, const std::string& dropout_site,
+                               const at::Tensor& document_starts);
   // dropout()'s multipliers for x's block; under context parallelism dim `seq_dim` holds two chunks.
   at::Tensor dropout_multipliers(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical);
   at::Tensor local_logits(const at::Tensor& x2, const std::string& table);  // (rows, C) -> (rows, V_local)

@@ -17,8 +17,12 @@ namespace spmd {
 // Causal attention of this member's queries over every member's keys and values: q, k, v are
 // (B, T_local, H, D), this member's two head-tail chunks of the sequence. dropout_mask: undefined,
 // or (B, H, T_local, T) multipliers of the probabilities (rows: this member's query positions;
-// columns: every key position in order). Autograd: gradients for q, k and v. (B, T_local, H, D).
+// columns: every key position in order). q_document_starts: undefined, or (B, T_local) int64, the
+// global position where each of this member's queries' document starts (packed documents): a
+// query then sees only its own document's keys, and blocks sharing no document are skipped.
+// Autograd: gradients for q, k and v. (B, T_local, H, D).
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& dropout_mask,
-                          const Group& group, const ContextSplit& split);
+                          const Group& group, const ContextSplit& split,
+                          const at::Tensor& q_document_starts = at::Tensor());
 
 }  // namespace spmd

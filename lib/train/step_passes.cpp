@@ -11,6 +11,7 @@
 
 #include "parallel/parallel_ops.h"
 #include "parallel/pipeline_schedule.h"
+#include "train/documents.h"
 #include "util/caching_cpu_allocator.h"
 #include "util/test_hooks.h"
 
@@ -30,20 +31,22 @@ double thread_cpu_ms() {
 
 // One chunk's share of a forward: the embeddings of `ids` on the first virtual stage, else the
 // activation received from the previous one (for microbatch `m`; in `received`, a leaf that
-// collects its gradient when training), then the chunk's blocks.
+// collects its gradient when training), then the chunk's blocks. Packed documents: every stage
+// derives the document starts from the microbatch's ids, which every stage holds.
 at::Tensor chunk_forward(TrainState& s, ModelOps& ops, const at::Tensor& ids, int64_t m, int64_t chunk, bool training,
                          at::Tensor& received) {
   StageLink& link = *s.stage_link;
+  const at::Tensor starts = s.document_eot >= 0 ? document_starts(ids, s.document_eot) : at::Tensor();
   at::Tensor x;
   if (link.embeds(chunk)) {
-    x = s.gpt->embed(ids, ops, training);
+    x = s.gpt->embed(ids, ops, training, 0, starts);
   } else {
     received = link.receive_activation(m, chunk, link.activation_shape(ids.size(0), ids.size(1)),
                                        at::TensorOptions().dtype(at::kFloat).device(ids.device()));
     if (training) received.requires_grad_(true);
     x = received;
   }
-  return s.gpt->blocks(x, link.layer_begin(chunk), link.layer_end(chunk), ops, training);
+  return s.gpt->blocks(x, link.layer_begin(chunk), link.layer_end(chunk), ops, training, starts);
 }
 
 // A microbatch between its forward and its backward on one chunk of this stage.

@@ -11,6 +11,7 @@
 #include "kernels/cpu/blas_library.h"
 #include "parallel/grad_sync.h"
 #include "parallel/layout.h"
+#include "train/documents.h"
 #include "train/step_passes.h"
 #include "util/error.h"
 
@@ -92,6 +93,7 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   // no rank's connection error can be the first failure the launcher sees.
   s.train_data = TokenDataset::open(config.data.train, config.model.vocab_size);
   if (config.train.eval_every > 0) s.val_data = TokenDataset::open(config.data.val, config.model.vocab_size);
+  s.document_eot = document_eot_token(config);
   const ResolvedRuntime runtime = resolve_runtime(config.runtime);
   s.comm = single_process ? std::make_unique<Communicator>(layout.mesh, runtime)
                           : std::make_unique<Communicator>(rendezvous, layout.mesh, runtime);

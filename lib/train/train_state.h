@@ -29,6 +29,7 @@ struct TrainState {
   std::shared_ptr<const TokenDataset> train_data, val_data;  // val_data null when eval is off
   std::unique_ptr<DataLoader> loader;
   int64_t step = 0;  // the next step to run
+  int64_t document_eot = -1;  // data.document_mask: the id that ends a document; -1: off
   // Where reading a number costs a device sync (CUDA), steps judge their own health on the
   // device and these hold the verdict until a log step reads it; on the CPU numbers are read at
   // every step and they stay undefined.

@@ -164,7 +164,11 @@ nlohmann::json describe_run(const TrainState& state, const Config& config) {
                          {"pipeline_stages", state.model->layout().pipeline.stages()},
                          {"pipeline_chunks", state.model->layout().pipeline.chunks},
                          {"pipeline_schedule", name_of(config.runtime.pipeline_schedule)}};
+  if (state.document_eot >= 0) summary["document_eot_token"] = state.document_eot;  // data.document_mask
   if (state.rank() != 0) return summary;
+  if (state.document_eot >= 0)
+    fmt::print("packed documents: token {} ends a document; attention stays inside documents, positions restart\n",
+               state.document_eot);
   fmt::print("spmd-train: mesh {} | {} ranks on {} over {} | data-parallel {} | {} params | params+grads+AdamW "
              "per rank {:.1f} MiB | {} gradient bucket(s)\n",
              mesh.describe(), mesh.size(), state.comm->device().str(), state.comm->runtime().backend, state.dp_size(),

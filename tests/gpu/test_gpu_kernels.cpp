@@ -1,5 +1,6 @@
 // The device-side pieces a GPU step runs, against their CPU forms: the dropout mask drawn on the
-// GPU (same bits), the foreach gradient norm (double accumulation) and the fused AdamW.
+// GPU (same bits), the foreach gradient norm (double accumulation), the fused AdamW, and packed
+// documents' attention (SDPA with a block-diagonal causal mask).
 #include <ATen/ATen.h>
 
 #include "kernels/kernels.h"
@@ -56,4 +57,39 @@ TEST_CASE("cuda kernels: the fused AdamW on the GPU equals ours on the CPU to 1e
   }
   CHECK(at::allclose(device.detach().cpu(), host.detach(), 1e-6, 1e-7));
   CHECK(on_device.steps_taken() == 5);
+}
+
+TEST_CASE("cuda kernels: packed documents' attention on the GPU (SDPA, bf16, dropout) equals the CPU's fused kernel") {
+  if (skip_without_gpu()) return;
+  at::manual_seed(13);
+  const int64_t B = 3, T = 96, H = 4, D = 16;
+  // Documents of 1 to 20 tokens: starts rise along each row, a window may begin mid-document.
+  at::Tensor starts = at::zeros({B, T}, at::kLong);
+  auto st = starts.accessor<int64_t, 2>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 1, start = 0; t < T; ++t) {
+      if (at::randint(0, 8, {1}).item<int64_t>() == 0) start = t;
+      st[b][t] = start;
+    }
+  const at::Tensor qkv = at::randn({B, T, 3, H, D});
+  const at::Tensor grad_out = at::randn({B, T, H, D});
+  const at::Tensor mask = (at::rand({B, H, T, T}) > 0.1).to(at::kFloat) / 0.9;
+  const c10::Device cuda(c10::kCUDA, 0);
+  for (const at::Tensor& dropout : {at::Tensor(), mask}) {
+    CAPTURE(dropout.defined());
+    auto run = [&](const c10::Device& device, at::ScalarType operands) {
+      at::Tensor x = qkv.to(device).requires_grad_(true);
+      const at::Tensor m = dropout.defined() ? dropout.to(device) : at::Tensor();
+      at::Tensor y = kernels::causal_attention(x, m, operands, starts.to(device));
+      y.backward(grad_out.to(device));
+      return std::make_pair(y.detach().cpu(), x.grad().cpu());
+    };
+    const auto [y_cpu, g_cpu] = run(at::kCPU, at::kFloat);
+    const auto [y_gpu, g_gpu] = run(cuda, at::kFloat);
+    CHECK(at::allclose(y_gpu, y_cpu, 1e-4, 1e-5));
+    CHECK(at::allclose(g_gpu, g_cpu, 1e-3, 1e-4));
+    const auto [y_bf16, g_bf16] = run(cuda, at::kBFloat16);
+    CHECK((y_bf16 - y_cpu).abs().max().item<double>() < 0.05);
+    CHECK((g_bf16 - g_cpu).abs().max().item<double>() < 0.2);
+  }
 }

@@ -10,7 +10,9 @@
 //   dS = P * (dP - rowsum(dP * P)) * scale
 //   dQ = dS K;     dK = dS^T Q
 // Rows are processed in blocks of kRowBlock; block [i0, i1) only needs keys [0, i1), so about half
-// of the T x T products are never computed.
+// of the T x T products are never computed. Packed documents (document starts given): row i sees
+// keys [start_i, i] only; starts never decrease along a row, so block [i0, i1) needs keys
+// [start_i0, i1), and column block [j0, j1) of P^T X only the rows whose document starts before j1.
 #include "kernels/cpu/fused_attention.h"
 
 #include <algorithm>
@@ -46,6 +48,17 @@ struct Shape {
   int64_t ld_y() const { return H * D; }        // row stride of one head's rows in (B, T, H, D)
 };
 
+// One batch row's document starts (T entries), or none: every row then starts at key 0.
+struct RowStarts {
+  const int64_t* starts = nullptr;
+  int64_t of(int64_t i) const { return starts ? starts[i] : 0; }
+  // The rows of column block [.., j1) that can see a key before j1: [0, end).
+  int64_t rows_seeing_before(int64_t j1, int64_t T) const {
+    if (!starts) return T;
+    return std::lower_bound(starts + j1, starts + T, j1) - starts;
+  }
+};
+
 // max(row[0..n)), n >= 1. Scores are finite, and a max reduction only vectorizes when the
 // compiler may assume so.
 SPMD_REDUCTION_MATH("no-trapping-math", "finite-math-only", "no-signed-zeros")
@@ -68,34 +81,36 @@ float row_dot(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-// Rows [i0, i1) of the (T x T) scores in place -> causal softmax: row i over columns 0..i,
-// zero after.
+// Rows [i0, i1) of the (T x T) scores in place -> causal softmax: row i over columns
+// start_i..i, zero elsewhere.
 SPMD_VECTOR_CLONES
-void causal_softmax_rows(float* p, int64_t T, int64_t i0, int64_t i1) {
+void causal_softmax_rows(float* p, int64_t T, int64_t i0, int64_t i1, RowStarts st) {
   for (int64_t i = i0; i < i1; ++i) {
-    float* row = p + i * T;
-    const int64_t n = i + 1;
+    const int64_t first = st.of(i), n = i + 1 - first;
+    float* row = p + i * T + first;
     const float m = row_max(row, n);
     for (int64_t j = 0; j < n; ++j) row[j] = vecmath::exp_approx(row[j] - m);
     const float inv = 1.f / row_dot(row, nullptr, n);
     for (int64_t j = 0; j < n; ++j) row[j] *= inv;
-    for (int64_t j = n; j < T; ++j) row[j] = 0.f;
+    for (int64_t j = 0; j < first; ++j) p[i * T + j] = 0.f;
+    for (int64_t j = i + 1; j < T; ++j) p[i * T + j] = 0.f;
   }
 }
 
-// dP -> dS in place: dS = P * (dP * M - rowsum(dP * M * P)) * scale below the diagonal, zero
-// above (M: the dropout multipliers, or null).
+// dP -> dS in place: dS = P * (dP * M - rowsum(dP * M * P)) * scale over row i's keys
+// start_i..i, zero elsewhere (M: the dropout multipliers, or null).
 SPMD_VECTOR_CLONES
-void softmax_backward_rows(float* dp, const float* p, const float* m, int64_t T, float scale) {
+void softmax_backward_rows(float* dp, const float* p, const float* m, int64_t T, float scale, RowStarts st) {
   for (int64_t i = 0; i < T; ++i) {
-    float* row = dp + i * T;
-    const float* prow = p + i * T;
-    const int64_t n = i + 1;
+    const int64_t first = st.of(i), n = i + 1 - first;
+    float* row = dp + i * T + first;
+    const float* prow = p + i * T + first;
     if (m)
-      for (int64_t j = 0; j < n; ++j) row[j] *= m[i * T + j];
+      for (int64_t j = 0; j < n; ++j) row[j] *= m[i * T + first + j];
     const float dot = row_dot(row, prow, n);
     for (int64_t j = 0; j < n; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
-    for (int64_t j = n; j < T; ++j) row[j] = 0.f;
+    for (int64_t j = 0; j < first; ++j) dp[i * T + j] = 0.f;
+    for (int64_t j = i + 1; j < T; ++j) dp[i * T + j] = 0.f;
   }
 }
 
@@ -114,31 +129,34 @@ void apply_mask(int64_t T, const float* p, const float* mask, float* dst) {
   }
 }
 
-// P (T x T) of one head from Q, K; rows above the diagonal zeroed.
-void causal_softmax_probs(const Shape& s, const float* q, const float* k, float scale, float* p) {
+// P (T x T) of one head from Q, K; zero outside each row's keys start_i..i.
+void causal_softmax_probs(const Shape& s, const float* q, const float* k, float scale, float* p, RowStarts st) {
   const int64_t T = s.T, ld = s.ld_qkv();
   for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
-    const int64_t i1 = std::min(T, i0 + kRowBlock);
-    gemm(false, true, i1 - i0, i1, s.D, scale, q + i0 * ld, ld, k, ld, 0.f, p + i0 * T, T);
-    causal_softmax_rows(p, T, i0, i1);  // while the block is in cache
+    const int64_t i1 = std::min(T, i0 + kRowBlock), c0 = st.of(i0);
+    gemm(false, true, i1 - i0, i1 - c0, s.D, scale, q + i0 * ld, ld, k + c0 * ld, ld, 0.f, p + i0 * T + c0, T);
+    causal_softmax_rows(p, T, i0, i1, st);  // while the block is in cache
   }
 }
 
-// C (T x D, ldc) = L X for lower-triangular L (T x T): row block [i0, i1) needs X's rows [0, i1).
-void lower_times(const Shape& s, const float* l, const float* x, int64_t ldx, float* c, int64_t ldc) {
+// C (T x D, ldc) = L X for L zero outside each row's keys start_i..i: row block [i0, i1) needs
+// X's rows [start_i0, i1).
+void lower_times(const Shape& s, const float* l, const float* x, int64_t ldx, float* c, int64_t ldc, RowStarts st) {
   const int64_t T = s.T;
   for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
-    const int64_t i1 = std::min(T, i0 + kRowBlock);
-    gemm(false, false, i1 - i0, s.D, i1, 1.f, l + i0 * T, T, x, ldx, 0.f, c + i0 * ldc, ldc);
+    const int64_t i1 = std::min(T, i0 + kRowBlock), c0 = st.of(i0);
+    gemm(false, false, i1 - i0, s.D, i1 - c0, 1.f, l + i0 * T + c0, T, x + c0 * ldx, ldx, 0.f, c + i0 * ldc, ldc);
   }
 }
 
-// C (T x D, ldc) = L^T X for lower-triangular L: rows [j0, j1) of C need L's rows [j0, T).
-void lower_transposed_times(const Shape& s, const float* l, const float* x, int64_t ldx, float* c, int64_t ldc) {
+// C (T x D, ldc) = L^T X for the same L: rows [j0, j1) of C need L's rows from j0 up to the last
+// whose document starts before j1.
+void lower_transposed_times(const Shape& s, const float* l, const float* x, int64_t ldx, float* c, int64_t ldc,
+                            RowStarts st) {
   const int64_t T = s.T;
   for (int64_t j0 = 0; j0 < T; j0 += kRowBlock) {
-    const int64_t j1 = std::min(T, j0 + kRowBlock);
-    gemm(true, false, j1 - j0, s.D, T - j0, 1.f, l + j0 * T + j0, T, x + j0 * ldx, ldx, 0.f, c + j0 * ldc, ldc);
+    const int64_t j1 = std::min(T, j0 + kRowBlock), end = st.rows_seeing_before(j1, T);
+    gemm(true, false, j1 - j0, s.D, end - j0, 1.f, l + j0 * T + j0, T, x + j0 * ldx, ldx, 0.f, c + j0 * ldc, ldc);
   }
 }
 
@@ -151,9 +169,12 @@ using torch::autograd::variable_list;
 
 struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
   // The mask is passed by pointer: it needs no gradient and may be absent.
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv_in, const at::Tensor* mask_in) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv_in, const at::Tensor* mask_in,
+                            const at::Tensor* starts_in) {
     const at::Tensor qkv = qkv_in.contiguous();
     const at::Tensor mask = mask_in->defined() ? mask_in->contiguous() : at::Tensor();
+    const at::Tensor starts = starts_in->defined() ? starts_in->contiguous() : at::Tensor();  // (B, T)
+    const int64_t* starts_p = starts.defined() ? starts.data_ptr<int64_t>() : nullptr;
     const Shape s = shape_of(qkv);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
     at::Tensor probs = at::empty({s.B, s.H, s.T, s.T}, qkv.options());  // (B, H, T, T)
@@ -170,18 +191,20 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
         const float* k = q + s.H * s.D;
         const float* v = q + 2 * s.H * s.D;
         float* p = probs_p + bh * s.T * s.T;
-        causal_softmax_probs(s, q, k, scale, p);
+        const RowStarts st{starts_p ? starts_p + b * s.T : nullptr};
+        causal_softmax_probs(s, q, k, scale, p, st);
         const float* pd = p;
         if (mask_p) {
           apply_mask(s.T, p, mask_p + bh * s.T * s.T, dropped.data_ptr<float>());
           pd = dropped.data_ptr<float>();
         }
-        lower_times(s, pd, v, s.ld_qkv(), y_p + b * s.T * s.ld_y() + h * s.D, s.ld_y());
+        lower_times(s, pd, v, s.ld_qkv(), y_p + b * s.T * s.ld_y() + h * s.D, s.ld_y(), st);
       }
     });
     ctx->save_for_backward({qkv, probs});
     ctx->saved_data["has_mask"] = mask.defined();
     if (mask.defined()) ctx->saved_data["mask"] = mask;
+    if (starts.defined()) ctx->saved_data["starts"] = starts;
     return y;
   }
 
@@ -198,6 +221,8 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     const float* probs_p = probs.data_ptr<float>();
     const at::Tensor mask = has_mask ? ctx->saved_data["mask"].toTensor() : at::Tensor();
     const float* mask_p = has_mask ? mask.data_ptr<float>() : nullptr;
+    const at::Tensor starts = ctx->saved_data.count("starts") ? ctx->saved_data["starts"].toTensor() : at::Tensor();
+    const int64_t* starts_p = starts.defined() ? starts.data_ptr<int64_t>() : nullptr;
     const float* gy_p = grad_y.data_ptr<float>();
     float* gqkv_p = grad_qkv.data_ptr<float>();
     const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
@@ -212,41 +237,52 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
         const float* gy = gy_p + b * T * s.ld_y() + h * s.D;
         const float* p = probs_p + bh * T * T;
         const float* m = mask_p ? mask_p + bh * T * T : nullptr;
+        const RowStarts st{starts_p ? starts_p + b * T : nullptr};
         const float* pd = p;
         if (m) {
           apply_mask(T, p, m, dropped.data_ptr<float>());
           pd = dropped.data_ptr<float>();
         }
-        // dPd = dY V^T, lower triangle only (row block [i0, i1) up to column i1).
+        // dPd = dY V^T, the visible keys only (row block [i0, i1): columns [start_i0, i1)).
         for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
-          const int64_t i1 = std::min(T, i0 + kRowBlock);
-          gemm(false, true, i1 - i0, i1, s.D, 1.f, gy + i0 * s.ld_y(), s.ld_y(), v, ld, 0.f, dp + i0 * T, T);
+          const int64_t i1 = std::min(T, i0 + kRowBlock), c0 = st.of(i0);
+          gemm(false, true, i1 - i0, i1 - c0, s.D, 1.f, gy + i0 * s.ld_y(), s.ld_y(), v + c0 * ld, ld, 0.f,
+               dp + i0 * T + c0, T);
         }
-        lower_transposed_times(s, pd, gy, s.ld_y(), dv, ld);  // dV = Pd^T dY
-        softmax_backward_rows(dp, p, m, T, scale);  // dP -> dS
-        lower_times(s, dp, k, ld, dq, ld);             // dQ = dS K
-        lower_transposed_times(s, dp, q, ld, dk, ld);  // dK = dS^T Q
+        lower_transposed_times(s, pd, gy, s.ld_y(), dv, ld, st);  // dV = Pd^T dY
+        softmax_backward_rows(dp, p, m, T, scale, st);          // dP -> dS
+        lower_times(s, dp, k, ld, dq, ld, st);                  // dQ = dS K
+        lower_transposed_times(s, dp, q, ld, dk, ld, st);       // dK = dS^T Q
       }
     });
-    return {grad_qkv, at::Tensor()};
+    return {grad_qkv, at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
-bool fused_attention_supports(const at::Tensor& qkv, const at::Tensor& dropout_mask) {
+bool fused_attention_supports(const at::Tensor& qkv, const at::Tensor& dropout_mask,
+                              const at::Tensor& document_starts) {
   const bool qkv_ok = qkv.dim() == 5 && qkv.size(2) == 3 && qkv.device().is_cpu() && qkv.scalar_type() == at::kFloat;
-  if (!qkv_ok || !dropout_mask.defined()) return qkv_ok;
+  if (!qkv_ok) return false;
   const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
-  return dropout_mask.device().is_cpu() && dropout_mask.scalar_type() == at::kFloat &&
-         dropout_mask.sizes() == at::IntArrayRef{B, H, T, T};
+  const bool mask_ok = !dropout_mask.defined() || (dropout_mask.device().is_cpu() &&
+                                                   dropout_mask.scalar_type() == at::kFloat &&
+                                                   dropout_mask.sizes() == at::IntArrayRef{B, H, T, T});
+  const bool starts_ok = !document_starts.defined() ||
+                         (document_starts.device().is_cpu() && document_starts.scalar_type() == at::kLong &&
+                          document_starts.sizes() == at::IntArrayRef{B, T});
+  return mask_ok && starts_ok;
 }
 
-at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask) {
-  SPMD_ASSERT(fused_attention_supports(qkv, dropout_mask),
-              "fused_causal_attention: needs float32 qkv (B, T, 3, H, D) and mask (B, H, T, T) on CPU, got {} and {}",
-              qkv.sizes().vec(), dropout_mask.defined() ? dropout_mask.sizes().vec() : std::vector<int64_t>{});
-  return FusedCausalAttention::apply(qkv, &dropout_mask);
+at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask,
+                                  const at::Tensor& document_starts) {
+  SPMD_ASSERT(fused_attention_supports(qkv, dropout_mask, document_starts),
+              "fused_causal_attention: needs float32 qkv (B, T, 3, H, D), mask (B, H, T, T) and int64 document starts "
+              "(B, T) on CPU, got {}, {} and {}",
+              qkv.sizes().vec(), dropout_mask.defined() ? dropout_mask.sizes().vec() : std::vector<int64_t>{},
+              document_starts.defined() ? document_starts.sizes().vec() : std::vector<int64_t>{});
+  return FusedCausalAttention::apply(qkv, &dropout_mask, &document_starts);
 }
 
 }  // namespace spmd::kernels::cpu

@@ -8,13 +8,19 @@
 
 namespace spmd::kernels::cpu {
 
-// Whether fused_causal_attention can take `qkv` (float32 (B, T, 3, H, D) on CPU) and
-// `dropout_mask` (undefined, or float32 (B, H, T, T) on CPU); otherwise use the unfused ops.
-bool fused_attention_supports(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor());
+// Whether fused_causal_attention can take `qkv` (float32 (B, T, 3, H, D) on CPU),
+// `dropout_mask` (undefined, or float32 (B, H, T, T) on CPU) and `document_starts` (undefined, or
+// int64 (B, T) on CPU); otherwise use the unfused ops.
+bool fused_attention_supports(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor(),
+                              const at::Tensor& document_starts = at::Tensor());
 
 // qkv: (B, T, 3, H, D) as the c_attn dense layer produces it. Returns y: (B, T, H, D).
 // dropout_mask: undefined, or (B, H, T, T) multipliers of the probabilities (0 or 1/(1-p)), as
 // ops.dropout would apply them: y = (softmax(...) * dropout_mask) V.
-at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor());
+// document_starts: undefined, or (B, T) with row i's document start (non-decreasing, <= i):
+// query i then sees keys document_starts[b, i] .. i only, and the products before a block's first
+// start are skipped too.
+at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor(),
+                                  const at::Tensor& document_starts = at::Tensor());
 
 }  // namespace spmd::kernels::cpu

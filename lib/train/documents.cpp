@@ -1,0 +1,43 @@
+// Document starts by a running maximum: each token after an end-of-text token marks its own
+// position, every other token 0, and the running maximum along the row is the latest start.
+#include "train/documents.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "data/dataset_tokenizer.h"
+#include "data/meta.h"
+#include "util/error.h"
+
+namespace spmd {
+
+int64_t document_eot_token(const Config& config) {
+  const DataConfig& d = config.data;
+  if (!d.document_mask) return -1;
+  if (d.eot_token >= 0) return d.eot_token;
+  const std::string meta = dataset_meta_path(d.train);
+  SPMD_CHECK(!meta.empty(),
+             "data.eot_token: data.document_mask needs the id that ends a document, and data.train ({}) has no "
+             "meta.json beside it to take the tokenizer's end-of-text id from; set data.eot_token",
+             d.train);
+  const int64_t eot = read_meta(meta).eot_token;
+  SPMD_CHECK(eot >= 0,
+             "data.eot_token: data.document_mask needs the id that ends a document, and {} describes a vocabulary "
+             "without an end-of-text token (only byte-level BPE has one); set data.eot_token",
+             meta);
+  return eot;
+}
+
+at::Tensor document_starts(const at::Tensor& ids, int64_t eot) {
+  SPMD_ASSERT(ids.dim() == 2, "document_starts: ids must be (B, T), got {}", ids.sizes().vec());
+  const int64_t T = ids.size(1);
+  const at::Tensor positions = at::arange(T, ids.options().dtype(at::kLong));  // (T,)
+  at::Tensor marks = at::zeros(ids.sizes(), positions.options());
+  if (T > 1) {  // token t starts a document where token t - 1 ends one
+    const at::Tensor after_eot = ids.narrow(1, 0, T - 1) == eot;
+    marks.narrow(1, 1, T - 1).copy_(at::where(after_eot, positions.narrow(0, 1, T - 1), 0));
+  }
+  return std::get<0>(at::cummax(marks, 1));
+}
+
+}  // namespace spmd
