@@ -29,7 +29,8 @@ std::string lines_up_to_step(const std::string& path, int64_t done) {
   return kept;
 }
 
-// The metrics.jsonl keys that TensorBoard shows as scalars (tags of the same names).
+// The metrics.jsonl keys that TensorBoard shows as scalars (tags of the same names), besides
+// val_loss/<source>.
 const char* const kScalarKeys[] = {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms"};
 }  // namespace
 
@@ -54,6 +55,8 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::vector<std::pair<std::string, double>> scalars;
   for (const char* key : kScalarKeys)
     if (auto it = record.find(key); it != record.end() && it->is_number()) scalars.emplace_back(key, it->get<double>());
+  for (const auto& [key, value] : record.items())  // a blend's per-source validation losses
+    if (key.rfind("val_loss/", 0) == 0 && value.is_number()) scalars.emplace_back(key, value.get<double>());
   events_->add_scalars(record.at("step").get<int64_t>(), scalars);
   if (record.contains("val_loss")) events_->flush();  // what TensorBoard shows survives a crash from here on
 }
