@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "util/error.h"
 
@@ -65,6 +66,20 @@ std::vector<int64_t> mix_counts(int64_t m, const std::vector<int64_t>& proportio
     m = next;
   }
   return counts;
+}
+
+MixOrder::MixOrder(std::vector<int64_t> proportions) : proportions_(std::move(proportions)) {
+  constexpr int64_t kMaxTable = int64_t{1} << 20;
+  period_ = total(proportions_);
+  if (period_ > kMaxTable) return;
+  for (int64_t k = 0; k < period_; ++k) table_.push_back(mix_pick(k, proportions_));
+}
+
+MixPick MixOrder::pick(int64_t k) const {
+  if (table_.empty()) return mix_pick(k, proportions_);
+  MixPick p = table_[static_cast<size_t>(k % period_)];
+  p.index += (k / period_) * proportions_[static_cast<size_t>(p.source)];
+  return p;
 }
 
 }  // namespace spmd

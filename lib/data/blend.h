@@ -23,4 +23,19 @@ MixPick mix_pick(int64_t k, const std::vector<int64_t>& proportions);
 // How many of the first m samples each source gives (sums to m).
 std::vector<int64_t> mix_counts(int64_t m, const std::vector<int64_t>& proportions);
 
+// mix_pick at the cost of a table lookup. The mix is periodic: after P = sum(proportions) samples
+// every source has given exactly its proportion, so pick(k + P) = pick(k) with the index moved on
+// by that proportion. One period is tabulated when P is small (it is 100 x the weights' ratios
+// summed: a few hundred to thousands for usual blends); otherwise each pick is computed.
+class MixOrder {
+ public:
+  explicit MixOrder(std::vector<int64_t> proportions);
+  MixPick pick(int64_t k) const;
+
+ private:
+  std::vector<int64_t> proportions_;
+  int64_t period_ = 0;
+  std::vector<MixPick> table_;  // picks 0..period-1; empty when the period is too long
+};
+
 }  // namespace spmd

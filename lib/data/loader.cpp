@@ -140,7 +140,7 @@ DataLoader::DataLoader(std::vector<BlendSource> sources, int64_t global_batch, i
     sources_.push_back(Source{source.data, std::move(windows), SampleOrder(n, seed)});
     if (blend) names_.push_back(source.name), weights_.push_back(source.weight);
   }
-  if (blend) proportions_ = mix_proportions(weights_);
+  if (blend) proportions_ = mix_proportions(weights_), mix_ = std::make_unique<MixOrder>(proportions_);
   check_split(global_batch, dp_index, dp_size);
   SPMD_CHECK(prefetch >= 0 && prefetch <= 64, "data: prefetch depth {} not in [0, 64]", prefetch);
   state_.seed = seed;
@@ -176,7 +176,7 @@ Batch DataLoader::produce() {
   Batch b = empty_batch(rows, sources_[0].windows.block_size(), cursor_);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t k = at.samples + dp_index_ * rows + r;
-    const MixPick pick = mix_pick(k - at.segment_start, proportions_);
+    const MixPick pick = mix_->pick(k - at.segment_start);
     Source& source = sources_[static_cast<size_t>(pick.source)];
     const int64_t j = at.offsets[static_cast<size_t>(pick.source)] + pick.index;  // its own order's sample
     const int64_t n = source.windows.size();

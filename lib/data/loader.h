@@ -14,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "data/blend.h"
 #include "data/prefetcher.h"
 #include "data/sample_order.h"
 #include "data/token_file.h"
@@ -118,6 +119,7 @@ class DataLoader {
   std::vector<std::string> names_;     // empty for one unnamed source
   std::vector<double> weights_;
   std::vector<int64_t> proportions_;   // the current segment's (Grain's integers)
+  std::unique_ptr<MixOrder> mix_;      // picks with proportions_
   std::vector<Source> sources_;
   int64_t global_batch_, dp_index_, dp_size_;
   int prefetch_;

@@ -86,6 +86,13 @@ TEST_CASE("data blend: Grain's integer proportions, and the picks' counts") {
     ++next[pick.source];
     if (k % 997 == 0) CHECK(spmd::mix_counts(k + 1, p) == next);
   }
+  // The tabulated period gives the same picks, over several periods and far out.
+  const spmd::MixOrder order(p);
+  for (int64_t k : {int64_t{0}, int64_t{1098}, int64_t{1099}, int64_t{5000}, int64_t{123456789}, int64_t{1} << 45})
+    for (int64_t d = 0; d < 50; ++d) {
+      const spmd::MixPick a = order.pick(k + d), b = spmd::mix_pick(k + d, p);
+      CHECK((a.source == b.source && a.index == b.index));
+    }
   // Far into a long run, without overflow: the counts still follow the proportions.
   const std::vector<int64_t> far = spmd::mix_counts(int64_t{1} << 50, p);
   CHECK(far[0] + far[1] + far[2] == int64_t{1} << 50);
