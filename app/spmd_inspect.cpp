@@ -9,6 +9,7 @@
 #include "inspect/report.h"
 #include "parallel/layout.h"
 #include "commands/calibrate_command.h"
+#include "commands/data_order_command.h"
 #include "plan/plan_report.h"
 #include "plan/planner.h"
 #include "util/error.h"
@@ -31,6 +32,9 @@ struct InspectOptions {
   size_t top = 10;
   int64_t emit = 0;
   std::string rates_path = "machine-rates.json";
+  // The samples steps read (docs/data-blends.md).
+  bool data_order = false;
+  std::string steps = "1";
 };
 
 constexpr const char* kExamples = R"(
@@ -45,6 +49,8 @@ Examples:
       measure this machine's matmul, memory and collective rates on 4 processes (machine-rates.json)
   spmd-inspect --config configs/default.yaml --plan --devices 4 --memory-per-device 1GiB
       every valid mesh and rule set for 4 devices that fits, ranked by predicted step time
+  spmd-inspect --config configs/default.yaml --data-order --steps 1:2
+      the samples steps 1 and 2 read: step, row, source and index in the source's own order
   spmd-inspect --config configs/default.yaml --plan --devices 4 --emit 1 > best.yaml
       the fastest plan's complete config, which spmd-train runs unchanged
 )";
@@ -66,6 +72,10 @@ void setup_inspect(CLI::App& app, InspectOptions& opt) {
   app.add_option("--emit", opt.emit, "--plan: print the config of the plan of this rank instead of the table")
       ->check(CLI::PositiveNumber)->needs(plan);
   app.add_option("--rates", opt.rates_path, "machine rates JSON: written by --calibrate, read by --plan (default machine-rates.json)");
+  auto* order = app.add_flag("--data-order", opt.data_order,
+                              "print the samples --steps read: step, row, source, index within the source");
+  order->excludes(plan)->excludes(calibrate);
+  app.add_option("--steps", opt.steps, "--data-order: steps A:B, numbered from 1, B included (default 1)")->needs(order);
   app.footer(kExamples);
 }
 
@@ -105,6 +115,10 @@ int run_inspect(const InspectOptions& opt, const std::vector<std::string>& argv)
   spmd::Config config = spmd::load_config(opt.config_path, opt.overrides);
   SPMD_CHECK(!(opt.plan || opt.calibrate) || !opt.devices.empty(), "--{} needs --devices N", opt.plan ? "plan" : "calibrate");
   if (opt.plan) return run_plan(config, opt);
+  if (opt.data_order) {
+    spmd::print_data_order(config, spmd::parse_step_range(opt.steps), opt.json);
+    return 0;
+  }
   if (opt.calibrate) {
     SPMD_CHECK(opt.devices.size() == 1, "--calibrate measures one device count; got --devices with {}", opt.devices.size());
     return spmd::run_calibrate(config, {opt.devices.front(), opt.rates_path}, argv);

@@ -1,7 +1,8 @@
 // dump_batches: the training batches a config's loader yields, in order, as one uint16 file of
 // rows of block_size + 1 tokens (the inputs and the last target). With bench/nanogpt_eager.py
 // --batches it lets eager PyTorch train on exactly spmd-train's data (bench/compare_with_eager.sh
-// --full). One data-parallel rank: the global batch.
+// --full). One data-parallel rank: the global batch. data.train or a blend (data.sources), in the
+// order training reads it.
 #include <cstdint>
 #include <fstream>
 #include <vector>
@@ -11,6 +12,7 @@
 
 #include "config/config.h"
 #include "data/loader.h"
+#include "train/training_data.h"
 #include "util/error.h"
 #include "util/guarded_main.h"
 
@@ -32,13 +34,12 @@ int main(int argc, char** argv) {
     }
     const spmd::Config c = spmd::load_config(config_path, overrides);
     if (steps <= 0) steps = c.train.steps;
-    auto data = spmd::TokenDataset::open(c.data.train, c.model.vocab_size);
-    spmd::DataLoader loader(data, c.data.batch_size, c.model.block_size, c.train.seed, 0, 1, 0, c.data.window_stride);
+    std::unique_ptr<spmd::DataLoader> loader = spmd::make_training_loader(c, 0, 1, /*prefetch=*/0);
     std::ofstream out(out_path, std::ios::binary);
     SPMD_CHECK(out.good(), "cannot write {}", out_path);
     std::vector<uint16_t> row;
     for (int64_t s = 0; s < steps; ++s) {
-      spmd::Batch b = loader.next();
+      spmd::Batch b = loader->next();
       for (int64_t r = 0; r < b.rows; ++r) {
         row.assign(b.inputs.begin() + r * b.seq, b.inputs.begin() + (r + 1) * b.seq);
         row.push_back(static_cast<uint16_t>(b.targets[(r + 1) * b.seq - 1]));

@@ -88,7 +88,7 @@ void commit_save(const SaveJob& job, const Config& config, const ModelLayout& la
   const nlohmann::json index = index_of(job, config, layout, manifests);
   for (int64_t r = 0; r < layout.mesh.size(); ++r) fs::remove(job.tmp_dir + "/" + checkpoint_manifest_name(r));
   // The tokenizer goes along, so `spmd-train sample` decodes without the dataset.
-  const std::string meta = dataset_meta_path(config.data.train);
+  const std::string meta = dataset_meta_path(tokenizer_data_path(config.data));
   if (!meta.empty()) copy_tokenizer(meta, job.tmp_dir + "/tokenizer");
   write_file_durably(job.tmp_dir + "/index.json", index.dump(1));
   fsync_directory(job.tmp_dir);

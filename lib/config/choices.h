@@ -17,6 +17,10 @@ enum class Remat { kNone, kSelective, kFull };
 enum class ContextExchange { kAllGather, kRing };
 // model.matmul_dtype: the operand dtype of the dense products and the LM head.
 enum class MatmulDtype { kFloat32, kBFloat16 };
+// train.lr_schedule: the learning rate's course over the run (optim/lr_schedule.h).
+enum class LrSchedule { kCosine, kWsd, kLinear, kConstant };
+// train.decay_shape: how a warmup-stable-decay schedule's decay falls to min_lr.
+enum class DecayShape { kLinear, kCosine, kOneMinusSqrt };
 
 // The trailing returns are unreachable (every value has a case); they keep -Wreturn-type quiet.
 inline std::string name_of(PipelineSchedule schedule) {
@@ -49,6 +53,25 @@ inline std::string name_of(MatmulDtype dtype) {
   switch (dtype) {
     case MatmulDtype::kFloat32: return "float32";
     case MatmulDtype::kBFloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+inline std::string name_of(LrSchedule schedule) {
+  switch (schedule) {
+    case LrSchedule::kCosine: return "cosine";
+    case LrSchedule::kWsd: return "wsd";
+    case LrSchedule::kLinear: return "linear";
+    case LrSchedule::kConstant: return "constant";
+  }
+  return "?";
+}
+
+inline std::string name_of(DecayShape shape) {
+  switch (shape) {
+    case DecayShape::kLinear: return "linear";
+    case DecayShape::kCosine: return "cosine";
+    case DecayShape::kOneMinusSqrt: return "1-sqrt";
   }
   return "?";
 }

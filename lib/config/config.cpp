@@ -3,6 +3,7 @@
 #include "config/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -49,10 +50,52 @@ const Section<ModelConfig>& model_section() {
   return section;
 }
 
+// data.sources: a list of {name, path, weight, val}; names unique, weights positive and finite.
+// Each item is read like a section (unknown keys are errors, with a suggestion).
+Field<DataConfig> data_sources() {
+  const std::string key = "sources";
+  auto read = [key](const MapReader& r, DataConfig& d) {
+    if (!r.has(key) || r.get(key).IsNull()) return;  // null: no blend (--set data.sources=null)
+    const YAML::Node list = r.get(key);
+    r.check(key, list.IsSequence() && list.size() > 0, "expected a list of {name, path, weight} maps");
+    d.sources.clear();
+    for (size_t i = 0; i < list.size(); ++i) {
+      MapReader item(r.doc(), list[i], r.item_path(key, i), {"name", "path", "weight", "val"}, r.item_mark(key, i));
+      DataSource source;
+      item.read("name", source.name);
+      item.read("path", source.path);
+      item.read("weight", source.weight);
+      item.read("val", source.val);
+      item.check("name", !source.name.empty() && source.name.find_first_of("/ \t") == std::string::npos,
+                 "expected a non-empty name without '/' or spaces (it names val_loss/<name>)");
+      item.check("path", !source.path.empty(), "expected the source's prepared token data");
+      item.check("weight", source.weight > 0 && std::isfinite(source.weight), "expected a positive number");
+      for (const DataSource& earlier : d.sources)
+        item.check("name", earlier.name != source.name, "expected a name no other source has");
+      d.sources.push_back(std::move(source));
+    }
+  };
+  auto emit = [key](YAML::Emitter& out, const DataConfig& d) {
+    if (d.sources.empty()) return;
+    out << YAML::Key << key << YAML::Value << YAML::BeginSeq;
+    for (const DataSource& s : d.sources) {
+      out << YAML::Flow << YAML::BeginMap;
+      emit_value(out, "name", s.name);
+      emit_value(out, "path", s.path);
+      emit_value(out, "weight", s.weight);
+      if (!s.val.empty()) emit_value(out, "val", s.val);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  };
+  return {key, read, emit};
+}
+
 const Section<DataConfig>& data_section() {
   using D = DataConfig;
   static const Section<D> section{"data", {
       plain("train", &D::train),  // existence is the data loader's business
+      data_sources(),
       plain("val", &D::val),
       positive("batch_size", &D::batch_size),
       at_least("window_stride", &D::window_stride, 0),
@@ -66,7 +109,12 @@ const Section<TrainConfig>& train_section() {
   using T = TrainConfig;
   static const Section<T> section{"train", {
       positive("steps", &T::steps),
+      enum_choice("lr_schedule", &T::lr_schedule,
+                  {LrSchedule::kCosine, LrSchedule::kWsd, LrSchedule::kLinear, LrSchedule::kConstant}),
       at_least("decay_steps", &T::decay_steps, 0),
+      enum_choice("decay_shape", &T::decay_shape,
+                  {DecayShape::kLinear, DecayShape::kCosine, DecayShape::kOneMinusSqrt})
+          .emitted_if([](const T& t) { return t.lr_schedule == LrSchedule::kWsd; }),
       plain("seed", &T::seed),
       checked("lr", &T::lr, [](double v) { return v > 0; }, "expected a positive number"),
       non_negative("min_lr", &T::min_lr),
@@ -302,12 +350,43 @@ ModelConfig read_model(const MapReader& top) {
 DataConfig read_data(const MapReader& top, const ModelConfig& model) {
   DataConfig d;
   MapReader r = data_section().read(top, d);
+  if (!d.sources.empty() && !d.train.empty())
+    r.fail("sources", "give data.train or data.sources, not both (a single corpus is data.train; a blend is "
+                      "data.sources)");
   r.check("window_stride", d.window_stride <= model.block_size,
           fmt::format("{} is above model.block_size = {}: windows would skip tokens (0 means block_size)",
                       d.window_stride, model.block_size));
   r.check("eot_token", d.eot_token < model.vocab_size,
           fmt::format("{} is not a token id: model.vocab_size = {}", d.eot_token, model.vocab_size));
   return d;
+}
+
+// The schedule's steps must fit the run: wsd's warmup and decay within train.steps, linear's
+// decay ending after its warmup and by the end; decay_shape only where it shapes something.
+// (cosine keeps its old rules: any decay_steps.)
+TrainConfig read_train(const MapReader& top) {
+  TrainConfig t;
+  MapReader r = train_section().read(top, t);
+  const std::string schedule = name_of(t.lr_schedule);
+  if (r.has("decay_shape") && t.lr_schedule != LrSchedule::kWsd)
+    r.fail("decay_shape", fmt::format("shapes the decay of train.lr_schedule: wsd only, but the schedule is {}",
+                                      schedule));
+  if (t.lr_schedule == LrSchedule::kWsd && t.warmup_steps + t.decay_steps > t.steps)
+    r.fail("decay_steps",
+           fmt::format("{} decay steps after train.warmup_steps = {} do not fit in train.steps = {} (for "
+                       "lr_schedule wsd, decay_steps is the length of the decay that ends the run)",
+                       t.decay_steps, t.warmup_steps, t.steps));
+  if (t.lr_schedule == LrSchedule::kLinear) {
+    r.check("decay_steps", t.decay_steps <= t.steps,
+            fmt::format("expected at most train.steps = {} (for lr_schedule linear, the step at which the "
+                        "decay reaches min_lr)", t.steps));
+    r.check("decay_steps", t.decay_steps >= t.warmup_steps,
+            fmt::format("expected at least train.warmup_steps = {} (the decay starts after the warmup)",
+                        t.warmup_steps));
+  }
+  if (t.lr_schedule != LrSchedule::kCosine)
+    r.check("min_lr", t.min_lr <= t.lr, fmt::format("expected at most train.lr = {}", format_double(t.lr)));
+  return t;
 }
 
 // Refuses sizes whose fp32 training state exceeds kMaxRunBytes, before anything multiplies them in
@@ -347,7 +426,7 @@ Config build_config(const YamlDoc& doc) {
   c.sharding_rules = read_sharding_rules(top, c.mesh);
   c.model = read_model(top);
   c.data = read_data(top, c.model);
-  train_section().read(top, c.train);
+  c.train = read_train(top);
   c.eval = read_eval(top);
   checkpoint_section().read(top, c.checkpoint);
   output_section().read(top, c.output);

@@ -28,8 +28,18 @@ struct ModelConfig {
   MatmulDtype matmul_dtype = MatmulDtype::kFloat32;
 };
 
+// One corpus of a weighted blend (data.sources; docs/data-blends.md).
+struct DataSource {
+  std::string name;    // unique; names the source in the blend's order and in val_loss/<name>
+  std::string path;    // prepared token data, as data.train takes it
+  double weight = 1;   // a proportion: any positive number (Grain's mix scales them to integers)
+  std::string val;     // optional: this source's validation data, evaluated as val_loss/<name>
+};
+
 struct DataConfig {
   std::string train;         // token file, directory or glob of shards
+  // A weighted blend in place of `train` (exactly one of the two): Grain's MapDataset.mix order.
+  std::vector<DataSource> sources;
   std::string val;
   int64_t batch_size = 12;   // global sequences per step, split over data-parallel ranks
   int64_t window_stride = 0; // tokens between training windows' starts; 0: block_size (no overlap)
@@ -39,9 +49,21 @@ struct DataConfig {
   int64_t eot_token = -1;    // -1: the tokenizer's end-of-text id from data.train's meta.json
 };
 
+// The data whose meta.json names the run's tokenizer: data.train, or the blend's first source
+// (every source has the same tokenizer: the pre-launch check compares them).
+inline const std::string& tokenizer_data_path(const DataConfig& data) {
+  return data.sources.empty() ? data.train : data.sources.front().path;
+}
+
 struct TrainConfig {
   int64_t steps = 2000;
-  int64_t decay_steps = 2000;  // cosine decay reaches min_lr here
+  // The learning rate's course (optim/lr_schedule.h, docs/config.md's schedule table): cosine
+  // (nanoGPT's) | wsd (warmup, stable, decay over the last decay_steps steps) | linear (warmup,
+  // then straight down to min_lr at decay_steps) | constant (warmup, then lr).
+  LrSchedule lr_schedule = LrSchedule::kCosine;
+  // cosine and linear: the step at which the decay reaches min_lr; wsd: the decay's length.
+  int64_t decay_steps = 2000;
+  DecayShape decay_shape = DecayShape::kLinear;  // wsd only: linear | cosine | 1-sqrt
   int64_t seed = 1337;
   double lr = 1.0e-3;
   double min_lr = 1.0e-4;

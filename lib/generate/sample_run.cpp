@@ -38,7 +38,7 @@ Config sampling_config(const std::string& checkpoint, const std::string& config_
 DatasetMeta sampling_tokenizer(const Config& config, const std::string& checkpoint) {
   const std::string carried = checkpoint + "/tokenizer/meta.json";
   if (fs::exists(carried)) return read_meta(carried);
-  const std::string beside_data = dataset_meta_path(config.data.train);
+  const std::string beside_data = dataset_meta_path(tokenizer_data_path(config.data));
   SPMD_CHECK(!beside_data.empty(),
              "{}: the checkpoint carries no tokenizer (tokenizer/meta.json) and data.train ({}) has no meta.json "
              "beside it; point data.train at a dataset spmd-prepare wrote (--set data.train=DIR/train.bin)",

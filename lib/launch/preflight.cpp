@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -67,20 +69,68 @@ void check_token_data(const std::string& key, const std::string& spec, const Con
 // The tokenizer spmd-prepare left beside the training data (BPE: vocab.json and merges.txt too):
 // it is copied into checkpoints and decodes train.sample_every's samples, so it must load.
 void check_tokenizer(const Config& config) {
-  const std::string meta = dataset_meta_path(config.data.train);
+  const std::string meta = dataset_meta_path(tokenizer_data_path(config.data));
   SPMD_CHECK(!meta.empty() || config.train.sample_every == 0,
              "train.sample_every = {} needs the tokenizer of data.train ({}), but there is no meta.json beside it; "
              "prepare the data with spmd-prepare, or set train.sample_every: 0",
              config.train.sample_every, config.data.train);
   if (!meta.empty()) with_key("data.train", [&] { return read_meta(meta); });
 }
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SPMD_CHECK(in.good(), "cannot read {}", path);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// What makes two prepared datasets' token ids mean the same: the vocabulary and, for BPE, the
+// bytes of its files.
+std::string tokenizer_identity(const std::string& meta_path) {
+  const DatasetMeta meta = read_meta(meta_path);
+  std::string identity = fmt::format("{} {} {} ", static_cast<int>(meta.vocab), meta.vocab_size, meta.eot_token);
+  for (char32_t c : meta.chars) identity += fmt::format("{},", static_cast<uint32_t>(c));
+  const auto dir = std::filesystem::path(meta_path).parent_path();
+  for (const std::string& file : tokenizer_files(meta))
+    if (file != "meta.json") identity += file_bytes((dir / file).string());
+  return identity;
+}
+
+// A blend's sources: each opened as the run will, and all prepared with one tokenizer (each has
+// meta.json, or none has).
+void check_blend_sources(const Config& config) {
+  const auto& sources = config.data.sources;
+  std::string first_identity;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const std::string key = fmt::format("data.sources[{}] ({})", i, sources[i].name);
+    check_token_data(key, sources[i].path, config);
+    if (config.train.eval_every > 0 && !sources[i].val.empty()) check_token_data(key + ".val", sources[i].val, config);
+    const std::string meta = dataset_meta_path(sources[i].path);
+    const std::string first_meta = dataset_meta_path(sources[0].path);
+    SPMD_CHECK(meta.empty() == first_meta.empty(),
+               "{}: {} has {} meta.json beside it but data.sources[0] ({}) has {}: a blend's sources must all be "
+               "prepared datasets with the same tokenizer", key, sources[i].path, meta.empty() ? "no" : "a",
+               sources[0].name, first_meta.empty() ? "none" : "one");
+    if (meta.empty()) continue;
+    const std::string identity = with_key(key, [&] { return tokenizer_identity(meta); });
+    if (i == 0) first_identity = identity;
+    SPMD_CHECK(identity == first_identity,
+               "{}: its tokenizer ({}) differs from data.sources[0] ({})'s ({}): a blend's sources must be prepared "
+               "with the same tokenizer", key, meta, sources[0].name, first_meta);
+  }
+}
 }  // namespace
 
 void preflight_check(const Config& config, const TrainOptions& options) {
-  check_token_data("data.train", config.data.train, config);
+  if (config.data.sources.empty()) {
+    check_token_data("data.train", config.data.train, config);
+  } else {
+    check_blend_sources(config);
+  }
   check_tokenizer(config);
   document_eot_token(config);  // data.document_mask: an end-of-text id to cut documents at
-  if (config.train.eval_every > 0) check_token_data("data.val", config.data.val, config);
+  if (config.train.eval_every > 0 && (config.data.sources.empty() || !config.data.val.empty()))
+    check_token_data("data.val", config.data.val, config);
   const bool resuming = options.resume && !resolve_resume_path(config, options.resume_path).empty();
   if (!resuming) check_hf_checkpoint(config);  // train.init_from against model.* (a checkpoint wins)
   load_training_tasks(config);  // eval.tasks: each file read and encoded as the run will

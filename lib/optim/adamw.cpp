@@ -1,4 +1,4 @@
-// AdamW with decoupled weight decay, and the learning-rate schedule.
+// AdamW with decoupled weight decay.
 #include "optim/adamw.h"
 
 #include <cmath>
@@ -81,15 +81,6 @@ int64_t AdamW::state_bytes() const {
   for (size_t i = 0; i < exp_avg_.size(); ++i)
     if (exp_avg_[i].defined()) bytes += (exp_avg_[i].numel() + exp_avg_sq_[i].numel()) * static_cast<int64_t>(exp_avg_[i].element_size());
   return bytes;
-}
-
-double learning_rate_at(const TrainConfig& c, int64_t step) {
-  if (step < c.warmup_steps) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps + 1);
-  if (step > c.decay_steps) return c.min_lr;
-  double span = static_cast<double>(std::max<int64_t>(c.decay_steps - c.warmup_steps, 1));
-  double ratio = static_cast<double>(step - c.warmup_steps) / span;
-  double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
-  return c.min_lr + coeff * (c.lr - c.min_lr);
 }
 
 }  // namespace spmd

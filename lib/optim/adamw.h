@@ -41,7 +41,4 @@ class AdamW {
   at::Tensor device_steps_;  // step_on_device's t (0-dim float32, as the fused kernel reads it); undefined until it is used
 };
 
-// Linear warmup, then cosine decay to min_lr at decay_steps, then min_lr (nanoGPT's schedule).
-double learning_rate_at(const TrainConfig& config, int64_t step);
-
 }  // namespace spmd

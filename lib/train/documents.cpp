@@ -15,11 +15,12 @@ int64_t document_eot_token(const Config& config) {
   const DataConfig& d = config.data;
   if (!d.document_mask) return -1;
   if (d.eot_token >= 0) return d.eot_token;
-  const std::string meta = dataset_meta_path(d.train);
+  const std::string& data = tokenizer_data_path(d);  // data.train, or a blend's first source
+  const std::string meta = dataset_meta_path(data);
   SPMD_CHECK(!meta.empty(),
-             "data.eot_token: data.document_mask needs the id that ends a document, and data.train ({}) has no "
-             "meta.json beside it to take the tokenizer's end-of-text id from; set data.eot_token",
-             d.train);
+             "data.eot_token: data.document_mask needs the id that ends a document, and {} has no meta.json beside "
+             "it to take the tokenizer's end-of-text id from; set data.eot_token",
+             data);
   const int64_t eot = read_meta(meta).eot_token;
   SPMD_CHECK(eot >= 0,
              "data.eot_token: data.document_mask needs the id that ends a document, and {} describes a vocabulary "

@@ -9,10 +9,12 @@
 
 #include "comm/backend.h"
 #include "kernels/cpu/blas_library.h"
+#include "optim/lr_schedule.h"
 #include "parallel/grad_sync.h"
 #include "parallel/layout.h"
 #include "train/documents.h"
 #include "train/step_passes.h"
+#include "train/training_data.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -91,8 +93,10 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   ModelLayout layout = plan_layout(config);
   // Data before the rendezvous: a bad file is a usage error (exit 2) before any peer connects, so
   // no rank's connection error can be the first failure the launcher sees.
-  s.train_data = TokenDataset::open(config.data.train, config.model.vocab_size);
-  if (config.train.eval_every > 0) s.val_data = TokenDataset::open(config.data.val, config.model.vocab_size);
+  std::vector<BlendSource> training_sources = open_training_sources(config);
+  if (config.train.eval_every > 0 && (config.data.sources.empty() || !config.data.val.empty()))
+    s.val_data = TokenDataset::open(config.data.val, config.model.vocab_size);
+  if (config.train.eval_every > 0) s.source_val_data = open_source_val_data(config);
   s.document_eot = document_eot_token(config);
   const ResolvedRuntime runtime = resolve_runtime(config.runtime);
   s.comm = single_process ? std::make_unique<Communicator>(layout.mesh, runtime)
@@ -101,7 +105,7 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   const std::string blas = kernels::cpu::blas_description();
   if (s.comm->rank() == 0) fmt::print("{}; BLAS {}\n", s.comm->runtime().reason, blas);  // after the ranks compared GPUs
   const int64_t dp_size = layout.dp_size(), dp_index = layout.dp_index(s.comm->rank());
-  s.loader = std::make_unique<DataLoader>(s.train_data, config.data.batch_size, config.model.block_size,
+  s.loader = std::make_unique<DataLoader>(std::move(training_sources), config.data.batch_size, config.model.block_size,
                                           config.train.seed, dp_index, dp_size, /*prefetch=*/2,
                                           config.data.window_stride);
   s.model = std::make_unique<ShardedModel>(std::move(layout), *s.comm, static_cast<uint64_t>(config.train.seed));
@@ -174,13 +178,19 @@ int64_t check_health(TrainState& s) {
   return skipped;
 }
 
+bool has_eval_data(const TrainState& s) { return s.val_data != nullptr || !s.source_val_data.empty(); }
+
 double evaluate(TrainState& s) {
   SPMD_ASSERT(s.val_data != nullptr, "evaluate() without validation data");
+  return evaluate(s, *s.val_data);
+}
+
+double evaluate(TrainState& s, const TokenDataset& val) {
   const auto& c = s.config;
   at::NoGradGuard no_grad;
   double sum = 0;
   for (int64_t k = 0; k < c.train.eval_batches; ++k) {
-    Batch batch = eval_batch(*s.val_data, k, c.data.batch_size, c.model.block_size, s.dp_index(), s.dp_size());
+    Batch batch = eval_batch(val, k, c.data.batch_size, c.model.block_size, s.dp_index(), s.dp_size());
     const c10::Device device = s.comm->device();
     at::Tensor loss = evaluate_passes(s, to_tensor(batch.inputs, batch.rows, batch.seq, device),
                                       to_tensor(batch.targets, batch.rows, batch.seq, device));

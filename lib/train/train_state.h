@@ -26,7 +26,9 @@ struct TrainState {
   std::unique_ptr<GradientSync> grad_sync;  // after model: its hooks go before the parameters
   std::unique_ptr<Gpt2> gpt;
   std::unique_ptr<AdamW> optimizer;
-  std::shared_ptr<const TokenDataset> train_data, val_data;  // val_data null when eval is off
+  std::shared_ptr<const TokenDataset> val_data;  // null when eval is off or a blend has no data.val
+  // A blend's per-source validation sets (data.sources[i].val), by name; empty when eval is off.
+  std::vector<std::pair<std::string, std::shared_ptr<const TokenDataset>>> source_val_data;
   std::unique_ptr<DataLoader> loader;
   int64_t step = 0;  // the next step to run
   int64_t document_eot = -1;  // data.document_mask: the id that ends a document; -1: off
@@ -88,5 +90,8 @@ int64_t check_health(TrainState& state);
 
 // Mean validation loss over train.eval_batches fixed batches (the same rows on every mesh).
 double evaluate(TrainState& state);
+double evaluate(TrainState& state, const TokenDataset& val);  // the same on another validation set
+// Whether the run has validation data to evaluate at all (data.val or a source's val).
+bool has_eval_data(const TrainState& state);
 
 }  // namespace spmd

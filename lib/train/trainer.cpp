@@ -98,7 +98,7 @@ void write_summary(const Config& config, const nlohmann::json& summary) {
 
 // train.sample_every: the tokenizer beside data.train (UsageError at the start when there is none).
 DatasetMeta training_tokenizer(const Config& config) {
-  const std::string meta = dataset_meta_path(config.data.train);
+  const std::string meta = dataset_meta_path(tokenizer_data_path(config.data));
   SPMD_CHECK(!meta.empty(),
              "train.sample_every needs the tokenizer of data.train ({}): no meta.json beside it; prepare the data with "
              "spmd-prepare, or set train.sample_every: 0",
@@ -147,6 +147,7 @@ bool restore_or_initialize(TrainState& state, const Config& config, const TrainO
     CheckpointState checkpointed = state.checkpoint_view();
     restore_checkpoint(checkpointed, resume_path);
     if (leader) fmt::print("resumed from {} at step {}\n", resume_path, state.step);
+    if (leader && !state.loader->reweight_note().empty()) fmt::print("{}\n", state.loader->reweight_note());
   }
   return resuming;
 }
@@ -193,8 +194,10 @@ class Progress {
   }
 
   // Every rank resets its interval; the leader (the one with the metrics log) writes and prints.
-  // `scores`: eval.tasks' results at this step ({} when none was due).
-  void log(int64_t step, double loss, const StepResult& r, std::optional<double> val_loss, const nlohmann::json& scores) {
+  // `source_val_losses`: a blend's val_loss/<source>; `scores`: eval.tasks' results at this step
+  // ({} when none was due).
+  void log(int64_t step, double loss, const StepResult& r, std::optional<double> val_loss,
+           const std::vector<std::pair<std::string, double>>& source_val_losses, const nlohmann::json& scores) {
     const double step_ms = interval_ms_ / static_cast<double>(interval_steps_);
     interval_steps_ = 0, interval_ms_ = 0;
     if (!metrics_) return;
@@ -204,12 +207,14 @@ class Progress {
     nlohmann::json record{{"step", step + 1},  {"loss", loss},   {"lr", r.lr}, {"grad_norm", r.grad_norm.item<double>()},
                           {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms}};
     if (val_loss) record["val_loss"] = *val_loss;
+    for (const auto& [name, value] : source_val_losses) record["val_loss/" + name] = value;
     record.update(scores);
     metrics_->write(record);
     const double eta = seconds() / static_cast<double>(step + 1 - first_step_) * static_cast<double>(tc.steps - step - 1);
+    std::string vals = val_loss ? fmt::format(" | val {:.4f}", *val_loss) : std::string();
+    for (const auto& [name, value] : source_val_losses) vals += fmt::format(" | val/{} {:.4f}", name, value);
     fmt::print("step {:>5}/{} | loss {:.4f}{}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms | ETA {}\n", step + 1, tc.steps,
-               loss, val_loss ? fmt::format(" | val {:.4f}", *val_loss) : std::string(), describe_scores(scores),
-               r.lr, tokens_per_s, step_ms, format_duration(eta));
+               loss, vals, describe_scores(scores), r.lr, tokens_per_s, step_ms, format_duration(eta));
     std::fflush(stdout);
   }
 
@@ -331,16 +336,19 @@ int run_training(const Config& config, const RendezvousInfo& rendezvous, const T
       if (leader) fmt::print("step {}: non-finite loss or gradient; step skipped\n", step);
       continue;
     }
-    const bool eval_now = state.val_data && ((step + 1) % tc.eval_every == 0 || step + 1 == tc.steps);
+    const bool eval_now = has_eval_data(state) && ((step + 1) % tc.eval_every == 0 || step + 1 == tc.steps);
     const bool score_now = task_scores.due(step + 1, tc.steps);
     const bool log_now = eval_now || score_now || step % tc.log_every == 0 || step + 1 == tc.steps;
     if (log_now || state.reads_every_step()) last_loss = r.loss.item<double>();  // a sync on CUDA: log steps only
     const int64_t skipped = log_now ? check_health(state) : 0;
     progress.add_step(step_start);
-    const std::optional<double> val_loss = eval_now ? std::optional<double>(evaluate(state)) : std::nullopt;
+    const std::optional<double> val_loss = eval_now && state.val_data ? std::optional<double>(evaluate(state)) : std::nullopt;
+    std::vector<std::pair<std::string, double>> source_val_losses;
+    if (eval_now)
+      for (const auto& [name, val] : state.source_val_data) source_val_losses.emplace_back(name, evaluate(state, *val));
     if (leader && skipped > 0) fmt::print("{} step(s) before step {} had a non-finite loss or gradient; skipped\n", skipped, step + 1);
     const nlohmann::json scores = score_now ? task_scores.score(state, step + 1) : nlohmann::json::object();
-    if (log_now) progress.log(step, last_loss, r, val_loss, scores);
+    if (log_now) progress.log(step, last_loss, r, val_loss, source_val_losses, scores);
     if (tc.sample_every > 0 && state.step % tc.sample_every == 0) print_sample(state, *sample_tokenizer);
     if (config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0) checkpoints.save();
     const auto [sig, save_failed] = agreed_stop_votes(state, checkpoints);

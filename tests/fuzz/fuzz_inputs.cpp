@@ -123,7 +123,8 @@ const std::vector<std::string> kKeyNames = {
     "decay_steps", "seed", "lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2",
     "grad_clip", "eval_every", "eval_batches", "log_every", "skip_nonfinite", "microbatches", "checkpoint", "dir",
     "every", "keep", "output", "runtime", "backend", "device", "threads_per_rank", "timeout_s", "grad_bucket_mb",
-    "fsdp_prefetch", "pipeline_schedule", "pipeline_layers", "layers"};
+    "fsdp_prefetch", "pipeline_schedule", "pipeline_layers", "layers", "lr_schedule", "decay_shape", "sources",
+    "name", "path", "weight"};
 
 const std::vector<std::string> kOverrideKeys = {
     "mesh.shape", "mesh.axes", "sharding_rules", "model.vocab_size", "model.block_size",
@@ -133,7 +134,8 @@ const std::vector<std::string> kOverrideKeys = {
     "train.grad_clip", "train.eval_every", "train.eval_batches", "train.log_every",
     "train.skip_nonfinite", "train.microbatches", "checkpoint.dir", "checkpoint.every", "checkpoint.keep", "output.dir",
     "runtime.backend", "runtime.device", "runtime.threads_per_rank", "runtime.timeout_s", "runtime.grad_bucket_mb",
-    "runtime.fsdp_prefetch", "runtime.pipeline_schedule", "runtime.pipeline_layers",
+    "runtime.fsdp_prefetch", "runtime.pipeline_schedule", "runtime.pipeline_layers", "train.lr_schedule",
+    "train.decay_shape", "data.sources",
     // not in the schema, or not a valid dotted key
     "mesh", "model", "train", "bogus", "model.bogus", "model.n_layers", "model.n_layer.x",
     "sharding_rules.batch", "a..b", "", " model . n_layer ", "mesh.shape.0", "x.y.z.w",

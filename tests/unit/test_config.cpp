@@ -292,6 +292,69 @@ TEST_CASE("config: value range errors") {
   CHECK(ok.checkpoint.keep == 1);
 }
 
+TEST_CASE("config: learning-rate schedules: names, and steps that must fit the run") {
+  Config c = parse_config("train: {steps: 100, warmup_steps: 10, decay_steps: 20, lr_schedule: wsd, decay_shape: 1-sqrt}\n",
+                          "t.yaml");
+  CHECK(c.train.lr_schedule == spmd::LrSchedule::kWsd);
+  CHECK(c.train.decay_shape == spmd::DecayShape::kOneMinusSqrt);
+  CHECK(parse_config("train: {}\n", "t.yaml").train.lr_schedule == spmd::LrSchedule::kCosine);  // today's, the default
+  CHECK(contains(parse_config("train: {lr_schedule: wsd}\n", "t.yaml", {"train.decay_steps=10"}).resolved_yaml,
+                 "decay_shape: linear"));
+  CHECK(!contains(parse_config("train: {}\n", "t.yaml").resolved_yaml, "decay_shape"));
+
+  check_error("train:\n  lr_schedule: step\n", "t.yaml:2:16",
+              "train.lr_schedule: expected one of cosine, wsd, linear, constant, got \"step\"");
+  check_error("train:\n  lr_schedule: wsd\n  decay_shape: exp\n", "t.yaml:3:16",
+              "train.decay_shape: expected one of linear, cosine, 1-sqrt, got \"exp\"");
+  // wsd: warmup + decay within the run; the message names decay_steps and where it was set.
+  check_error("train: {steps: 100, warmup_steps: 10, lr_schedule: wsd, decay_steps: 91}\n", "t.yaml:1:70",
+              "train.decay_steps: 91 decay steps after train.warmup_steps = 10 do not fit in train.steps = 100");
+  CHECK(contains(parse_error("train: {steps: 100, lr_schedule: wsd}\n"), "train.decay_steps: 2000 decay steps"));
+  CHECK(parse_config("train: {steps: 100, warmup_steps: 10, lr_schedule: wsd, decay_steps: 90}\n", "t.yaml")
+            .train.decay_steps == 90);
+  // linear: decay ends after the warmup and by the end of the run.
+  CHECK(contains(parse_error("train: {steps: 100, warmup_steps: 10, lr_schedule: linear, decay_steps: 101}\n"),
+                 "train.decay_steps: expected at most train.steps = 100"));
+  CHECK(contains(parse_error("train: {steps: 100, warmup_steps: 10, lr_schedule: linear, decay_steps: 9}\n"),
+                 "train.decay_steps: expected at least train.warmup_steps = 10"));
+  CHECK(contains(parse_error("train: {lr_schedule: constant, min_lr: 1.0, lr: 0.5}\n"),
+                 "train.min_lr: expected at most train.lr = 0.5"));
+  // decay_shape shapes wsd's decay only; elsewhere it would be silently ignored.
+  CHECK(contains(parse_error("train: {lr_schedule: linear, decay_shape: cosine}\n"),
+                 "train.decay_shape: shapes the decay of train.lr_schedule: wsd only, but the schedule is linear"));
+  CHECK(contains(parse_error("train: {decay_shape: cosine}\n"), "but the schedule is cosine"));
+  // cosine keeps its old rules: decay_steps past the end is allowed.
+  CHECK(parse_config("train: {steps: 10, decay_steps: 100}\n", "t.yaml").train.decay_steps == 100);
+}
+
+TEST_CASE("config: data.sources, a weighted blend in place of data.train") {
+  const std::string blend = "data:\n  sources:\n    - {name: web, path: /d/web.bin, weight: 0.7, val: /d/web-val.bin}\n"
+                            "    - {name: code, path: /d/code.bin, weight: 0.3}\n";
+  Config c = parse_config(blend, "t.yaml");
+  REQUIRE(c.data.sources.size() == 2);
+  CHECK(c.data.sources[0].name == "web");
+  CHECK(c.data.sources[0].val == "/d/web-val.bin");
+  CHECK(c.data.sources[1].weight == 0.3);
+  CHECK(c.data.sources[1].val.empty());
+  CHECK(spmd::tokenizer_data_path(c.data) == "/d/web.bin");
+  Config again = parse_config(c.resolved_yaml, "resolved.yaml");  // the resolved config keeps the blend
+  CHECK(again.resolved_yaml == c.resolved_yaml);
+  REQUIRE(again.data.sources.size() == 2);
+  CHECK(again.data.sources[0].weight == 0.7);
+  CHECK(parse_config(blend, "t.yaml", {"data.sources=null", "data.train=/d/x.bin"}).data.sources.empty());
+
+  check_error(blend + "  train: /d/x.bin\n", "t.yaml:3:5", "data.sources: give data.train or data.sources, not both");
+  check_error("data:\n  sources:\n    - {name: web, path: /d/web.bin, weight: -1}\n", "t.yaml:3:45",
+              "data.sources[0].weight: expected a positive number, got \"-1\"");
+  check_error("data:\n  sources:\n    - {name: a, path: /d/a.bin}\n    - {name: a, path: /d/b.bin}\n", "t.yaml:4:14",
+              "data.sources[1].name: expected a name no other source has");
+  CHECK(contains(parse_error("data: {sources: [{name: a, path: /d/a.bin, weigth: 2}]}\n"),
+                 "data.sources[0].weigth: unknown key 'weigth' (did you mean 'weight'?)"));
+  CHECK(contains(parse_error("data: {sources: [{name: a/b, path: /d/a.bin}]}\n"), "data.sources[0].name: expected a non-empty name"));
+  CHECK(contains(parse_error("data: {sources: [{name: a}]}\n"), "data.sources[0].path: expected the source's prepared token data"));
+  CHECK(contains(parse_error("data: {sources: []}\n"), "data.sources: expected a list of {name, path, weight} maps"));
+}
+
 TEST_CASE("config: n_embd must be divisible by n_head") {
   check_error("model:\n  n_head: 3\n  n_embd: 128\n", "t.yaml:3:11",
               "model.n_embd: 128 is not divisible by model.n_head = 3");

@@ -6,6 +6,7 @@
 
 #include "model/gpt2_params.h"
 #include "optim/adamw.h"
+#include "optim/lr_schedule.h"
 
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
 #undef CHECK
@@ -78,6 +79,40 @@ TEST_CASE("optim: warmup, cosine decay to min_lr, then min_lr") {
   CHECK(learning_rate_at(c, 60) == doctest::Approx(1e-4 + 0.5 * (1e-3 - 1e-4)));
   CHECK(learning_rate_at(c, 110) == doctest::Approx(1e-4));
   CHECK(learning_rate_at(c, 500) == doctest::Approx(1e-4));
+}
+
+TEST_CASE("optim: wsd, linear and constant schedules: warmup from min_lr, then their phases") {
+  TrainConfig c;
+  c.lr = 1e-3;
+  c.min_lr = 1e-4;
+  c.steps = 100;
+  c.warmup_steps = 10;
+  c.decay_steps = 20;
+  c.lr_schedule = LrSchedule::kWsd;
+  // Warmup from min_lr (update 0) towards lr; stable until update 80; decay over updates 80..99.
+  CHECK(learning_rate_at(c, 0) == doctest::Approx(1e-4));
+  CHECK(learning_rate_at(c, 5) == doctest::Approx(1e-4 + 0.5 * 9e-4));
+  CHECK(learning_rate_at(c, 10) == 1e-3);
+  CHECK(learning_rate_at(c, 79) == 1e-3);
+  CHECK(learning_rate_at(c, 90) == doctest::Approx(1e-4 + 0.5 * 9e-4));  // linear: halfway down
+  CHECK(learning_rate_at(c, 100) == doctest::Approx(1e-4));
+  c.decay_shape = DecayShape::kOneMinusSqrt;
+  CHECK(learning_rate_at(c, 85) == doctest::Approx(1e-4 + (1 - std::sqrt(0.25)) * 9e-4));
+  c.decay_shape = DecayShape::kCosine;
+  CHECK(learning_rate_at(c, 85) == doctest::Approx(1e-4 + 0.5 * (1 + std::cos(M_PI * 0.25)) * 9e-4));
+  c.steps = 200;  // a longer run decays at its own end
+  CHECK(learning_rate_at(c, 170) == 1e-3);
+  CHECK(learning_rate_at(c, 190) == doctest::Approx(1e-4 + 0.5 * 9e-4));
+
+  c.lr_schedule = LrSchedule::kLinear;  // decay_steps is where it reaches min_lr
+  c.decay_steps = 50;
+  CHECK(learning_rate_at(c, 30) == doctest::Approx(1e-4 + 0.5 * 9e-4));
+  CHECK(learning_rate_at(c, 50) == doctest::Approx(1e-4));
+  CHECK(learning_rate_at(c, 150) == doctest::Approx(1e-4));
+  c.lr_schedule = LrSchedule::kConstant;
+  CHECK(learning_rate_at(c, 5) == doctest::Approx(1e-4 + 0.5 * 9e-4));
+  CHECK(learning_rate_at(c, 10) == 1e-3);
+  CHECK(learning_rate_at(c, 199) == 1e-3);
 }
 
 TEST_CASE("optim: weight decay goes to weight matrices and embeddings, never to biases or LayerNorm") {
