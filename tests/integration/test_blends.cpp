@@ -73,7 +73,7 @@ TEST_CASE("blend: every mesh reads the blend's rows (losses equal one process), 
   }
 }
 
-TEST_CASE("blend: resume on another mesh reads the uninterrupted run's batches; new weights restart the mix there") {
+TEST_CASE("blend: resume on another mesh reads the uninterrupted run's batches, and new weights restart the mix there") {
   TinyRun run;
   const auto blend = blend_args(run);
   const std::vector<std::string> ck{"--set", "checkpoint.dir=" + run.dir.file("ck"), "--set", "checkpoint.every=6",

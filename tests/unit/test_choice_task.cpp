@@ -25,7 +25,7 @@ DatasetMeta byte_vocabulary() {
 std::vector<int64_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
 }  // namespace
 
-TEST_CASE("choice task: rows with integer or string labels are read; other fields and blank lines ignored") {
+TEST_CASE("choice task: rows with integer or string labels are read, other fields and blank lines ignored") {
   test::TempDir dir;
   const std::string path = dir.file("task.jsonl");
   test::write_file(path, R"({"ctx": "A man", "endings": ["sits", "runs", "eats"], "label": 2, "ind": 7})" "\n\n"
@@ -70,7 +70,7 @@ TEST_CASE("choice task: a malformed line, a label out of range or an empty file 
   CHECK(test::usage_error_of([&] { read_choice_task(dir.file("absent.jsonl")); }).find("cannot read") != std::string::npos);
 }
 
-TEST_CASE("choice scoring: context + ' ' + ending, scored from the first ending token; a long sequence keeps its last block_size tokens") {
+TEST_CASE("choice scoring: context + ' ' + ending, scored from the first ending token, and a long sequence keeps its last block_size tokens") {
   const DatasetMeta bytes = byte_vocabulary();
   ChoiceExample example{"abcd", {"xy", "z"}, 1, 1};
   EncodedExample e = encode_example(bytes, example, 5, 16, "t:1");
@@ -119,7 +119,7 @@ TEST_CASE("choice scoring: acc by the lowest sum, acc_norm by the lowest mean, t
   CHECK(s.acc_norm == doctest::Approx(0.5));
 }
 
-TEST_CASE("choice batches: each choice is one row; padding and other examples' rows never reach a score") {
+TEST_CASE("choice batches: each choice is one row, and padding and other examples' rows never reach a score") {
   const DatasetMeta bytes = byte_vocabulary();
   std::vector<EncodedExample> examples;
   examples.push_back(encode_example(bytes, ChoiceExample{"ab", {"c", "dd", "e"}, 0, 1}, 0, 8, "t:1"));
