@@ -59,6 +59,23 @@ else()
   find_path(_spmd_cudart_include_dir cuda_runtime_api.h PATHS ${_spmd_nvidia_include_dirs} NO_DEFAULT_PATH NO_CACHE)
   find_path(_spmd_wheel_nccl_include_dir nccl.h PATHS "${_spmd_site_packages}/nvidia/nccl/include" NO_DEFAULT_PATH
             NO_CACHE)
+  # Some CUDA 13 wheels' cuda_runtime_api.h includes crt/host_defines.h, which their cudart package
+  # does not ship (the nvcc package does, and triton, a dependency of torch, carries a copy).
+  find_path(_spmd_cuda_crt_include_dir crt/host_defines.h PATHS ${_spmd_nvidia_include_dirs}
+            "${_spmd_site_packages}/triton/backends/nvidia/include" NO_DEFAULT_PATH NO_CACHE)
+  # cuda_fp16.h includes nv/target (CCCL's), which some wheels keep under include/cccl.
+  set(_spmd_cccl_dirs)
+  foreach(_dir ${_spmd_nvidia_include_dirs})
+    list(APPEND _spmd_cccl_dirs "${_dir}" "${_dir}/cccl")
+  endforeach()
+  find_path(_spmd_cuda_cccl_include_dir nv/target PATHS ${_spmd_cccl_dirs}
+            "${_spmd_site_packages}/triton/backends/nvidia/include" NO_DEFAULT_PATH NO_CACHE)
+  set(_spmd_cuda_include_dirs "${_spmd_cudart_include_dir}")
+  foreach(_dir IN ITEMS "${_spmd_cuda_crt_include_dir}" "${_spmd_cuda_cccl_include_dir}")
+    if(_dir AND NOT _dir IN_LIST _spmd_cuda_include_dirs)
+      list(APPEND _spmd_cuda_include_dirs "${_dir}")
+    endif()
+  endforeach()
   find_file(_spmd_wheel_nccl_library libnccl.so.2 PATHS "${_spmd_site_packages}/nvidia/nccl/lib" NO_DEFAULT_PATH
             NO_CACHE)
   foreach(_file lib/libc10_cuda.so include/c10/cuda/CUDAFunctions.h
@@ -115,7 +132,7 @@ if(_spmd_cuda_how STREQUAL "wheel")
   # registers the CUDA kernels and hooks. The plain paths after it give CMake the run-path folders.
   add_library(spmd_torch_cuda INTERFACE IMPORTED)
   set_target_properties(spmd_torch_cuda PROPERTIES
-    INTERFACE_INCLUDE_DIRECTORIES "${_torch_prefix}/include;${_torch_prefix}/include/torch/csrc/api/include;${_spmd_cudart_include_dir}"
+    INTERFACE_INCLUDE_DIRECTORIES "${_torch_prefix}/include;${_torch_prefix}/include/torch/csrc/api/include;${_spmd_cuda_include_dirs}"
     INTERFACE_COMPILE_DEFINITIONS "USE_DISTRIBUTED;USE_C10D_GLOO;USE_C10D_NCCL;USE_CUDA"
     INTERFACE_COMPILE_FEATURES cxx_std_20
     INTERFACE_LINK_LIBRARIES "-Wl,--push-state,--no-as-needed,${_torch_prefix}/lib/libtorch_cuda.so,--pop-state;${_torch_prefix}/lib/libtorch_cuda.so;${_torch_prefix}/lib/libc10_cuda.so;${_torch_prefix}/lib/libtorch_cpu.so;${_torch_prefix}/lib/libc10.so;${_spmd_cudart_library}")
