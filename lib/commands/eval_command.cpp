@@ -1,16 +1,14 @@
 // Parsing and launching `spmd-train eval`.
 #include "commands/eval_command.h"
 
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iostream>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint_format.h"
+#include "commands/launch_to_stdout.h"
 #include "comm/backend.h"
 #include "comm/launch_env.h"
 #include "launch/launcher.h"
@@ -41,25 +39,6 @@ int run_eval_worker(const Config& config, const RendezvousInfo& rendezvous, bool
   return run_eval(config, rendezvous, single_process, options);
 }
 
-// The workers write the result to a file; the launcher prints it once they all succeeded.
-int launch_eval(const Config& config, int nproc, const std::vector<std::string>& argv, bool to_stdout) {
-  const std::string result_file =
-      (std::filesystem::temp_directory_path() / fmt::format("spmd-eval-{}.txt", getpid())).string();
-  std::vector<std::string> worker_argv = argv;
-  if (to_stdout) worker_argv.insert(worker_argv.end(), {"--result-out", result_file});
-  LaunchOptions launch;
-  launch.nproc_per_node = nproc;
-  launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
-  launch.output_to_stderr = true;  // stdout is the result alone
-  mark_launched_workers();
-  const int code = launch_workers(launch, worker_argv);
-  if (to_stdout && code == 0) {
-    std::ifstream in(result_file, std::ios::binary);
-    std::cout << in.rdbuf() << std::flush;
-  }
-  std::filesystem::remove(result_file);
-  return code;
-}
 }  // namespace
 
 int run_eval_command(EvalCli& cli, const std::vector<std::string>& argv) {
@@ -82,7 +61,7 @@ int run_eval_command(EvalCli& cli, const std::vector<std::string>& argv) {
              "--nproc {}: eval runs one process per device of mesh {} ({}); change mesh.shape with --set", cli.nproc,
              layout.mesh.describe(), mesh_size);
   if (mesh_size == 1) return run_eval_worker(config, RendezvousInfo{}, true, cli.options, 1);
-  return launch_eval(config, mesh_size, argv, cli.options.result_out.empty());
+  return launch_to_stdout(config, mesh_size, argv, cli.options.result_out.empty(), "--result-out", "eval");
 }
 
 }  // namespace spmd

@@ -1,17 +1,15 @@
 // Parsing and launching `spmd-train sample`.
 #include "commands/sample_command.h"
 
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint_format.h"
+#include "commands/launch_to_stdout.h"
 #include "comm/backend.h"
 #include "comm/launch_env.h"
 #include "parallel/layout.h"
@@ -44,25 +42,6 @@ int run_sample_worker(const Config& config, const RendezvousInfo& rendezvous, bo
   return run_sampling(config, rendezvous, single_process, options);
 }
 
-// The workers write the text to a file; the launcher prints it whole once they all succeeded
-// (unless the user named the file).
-int launch_sampling(const Config& config, int nproc, const std::vector<std::string>& argv, bool to_stdout) {
-  const std::string text_file = (std::filesystem::temp_directory_path() / fmt::format("spmd-sample-{}.txt", getpid())).string();
-  std::vector<std::string> worker_argv = argv;
-  if (to_stdout) worker_argv.insert(worker_argv.end(), {"--text-out", text_file});
-  LaunchOptions launch;
-  launch.nproc_per_node = nproc;
-  launch.threads_per_rank = static_cast<int>(config.runtime.threads_per_rank);
-  launch.output_to_stderr = true;  // stdout is the text alone
-  mark_launched_workers();
-  const int code = launch_workers(launch, worker_argv);
-  if (to_stdout && code == 0) {
-    std::ifstream in(text_file, std::ios::binary);
-    std::cout << in.rdbuf() << std::flush;
-  }
-  std::filesystem::remove(text_file);
-  return code;
-}
 }  // namespace
 
 int run_sample(SampleCli& cli, const std::vector<std::string>& argv) {
@@ -85,7 +64,7 @@ int run_sample(SampleCli& cli, const std::vector<std::string>& argv) {
              "--nproc {}: sampling runs one process per device of mesh {} ({}); change mesh.shape with --set", cli.nproc,
              layout.mesh.describe(), mesh_size);
   if (mesh_size == 1) return run_sample_worker(config, RendezvousInfo{}, true, cli.options, 1);
-  return launch_sampling(config, mesh_size, argv, cli.options.text_out.empty());
+  return launch_to_stdout(config, mesh_size, argv, cli.options.text_out.empty(), "--text-out", "sample");
 }
 
 }  // namespace spmd
