@@ -122,8 +122,10 @@ c10::Device rank_device(const ResolvedRuntime& runtime, int local_rank) {
   const auto index = static_cast<c10::DeviceIndex>(local_rank % visible_gpus());
   c10::cuda::set_device(index);  // NCCL and the caching allocator work on the current device
   // cuBLAS's fp32 products on TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation), as
-  // PyTorch's torch.backends.cuda.matmul.allow_tf32 = True; off: full fp32 products.
-  at::globalContext().setAllowTF32CuBLAS(runtime.tf32);
+  // PyTorch's torch.backends.cuda.matmul.fp32_precision = "tf32" (the newer form of allow_tf32;
+  // libtorch refuses a mix of the two); off: "ieee", full fp32 products.
+  at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL,
+                                          runtime.tf32 ? at::Float32Precision::TF32 : at::Float32Precision::IEEE);
   return c10::Device(c10::kCUDA, index);
 #else
   throw RuntimeError("rank_device: cuda in a build without CUDA (resolve_runtime should have refused it)");

@@ -67,7 +67,8 @@ TEST_CASE("cuda: runtime.tf32 puts fp32 products on TF32 by default and false ke
     CHECK(runtime.tf32 == tf32);
     CHECK(runtime.reason.find(tf32 ? "TF32 tensor cores" : "full fp32") != std::string::npos);
     rank_device(runtime, 0);
-    CHECK(at::globalContext().allowTF32CuBLAS() == tf32);
+    const auto precision = at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL);
+    CHECK((precision == (tf32 ? at::Float32Precision::TF32 : at::Float32Precision::IEEE)));
     const double error =
         ((at::mm(a.to(kGpu), b.to(kGpu)).cpu().to(at::kDouble) - exact).abs().max() / exact.abs().max()).item<double>();
     MESSAGE("tf32 " << tf32 << ": largest error of a 512^3 fp32 product, relative to its largest entry: " << error);
