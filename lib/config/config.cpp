@@ -239,6 +239,7 @@ const Section<RuntimeConfig>& runtime_section() {
           .also([](const R& rt) { return rt.grad_bucket_mb <= 1048576; },
                 "expected at most 1048576 (1 TiB)"),
       plain("fsdp_prefetch", &R::fsdp_prefetch),
+      plain("tf32", &R::tf32).emitted_if([](const R& rt) { return !rt.tf32; }),
       enum_choice("pipeline_schedule", &R::pipeline_schedule,
                   {PipelineSchedule::kOneFOneB, PipelineSchedule::kGPipe, PipelineSchedule::kInterleaved}),
       at_least("virtual_stages", &R::virtual_stages, 1)

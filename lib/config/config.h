@@ -121,6 +121,7 @@ struct RuntimeConfig {
   double timeout_s = 300;        // collective and rendezvous timeout
   double grad_bucket_mb = 25;    // data-parallel gradient bucket; 0: one all-reduce after backward
   bool fsdp_prefetch = true;     // start the next FSDP weight's all-gather while this layer computes
+  bool tf32 = true;              // CUDA: fp32 matmuls on tensor cores (TF32); nothing changes on the CPU
   // Pipeline stages (a `layers` sharding rule): the order of microbatch passes on each stage, and
   // an explicit number of blocks per virtual stage (empty: n_layer split evenly).
   PipelineSchedule pipeline_schedule = PipelineSchedule::kOneFOneB;  // 1f1b | gpipe | interleaved

@@ -167,8 +167,8 @@ at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weigh
 
 at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
                                          const at::Tensor& document_starts) {
-  // The dropout mask is this rank's block of dropout() of ones: multipliers that are a pure
-  // function of global indices, whichever kernel (and device) applies them.
+  // The dropout mask is this rank's block of the multipliers dropout() would apply: a pure
+  // function of global indices, whichever kernel (and device) applies them, drawn in one pass.
   // (B, H, T, T): both sequence dims are whole here, also under sequence parallelism (where a
   // `seq` rule would claim the heads' axis first).
   static const std::vector<std::string> kProbs{"batch", "heads", "", ""};
@@ -183,7 +183,7 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0) {
     const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
-    mask = dropout(at::ones({B, H, T, T}, qkv.options()), dropout_site, kProbs);
+    mask = dropout_multipliers({B, H, T, T}, qkv.device(), dropout_site, kProbs);
   }
   // Selective recomputation (Megatron's): the attention core, whose probabilities are (T, T) per head.
   const at::ScalarType operands = matmul_dtype();  // bf16 matmuls: bf16 attention too
@@ -209,7 +209,7 @@ at::Tensor ParallelOps::context_attention(const at::Tensor& qkv, const std::stri
   const int64_t B = qkv.size(0), T_local = qkv.size(1), H = qkv.size(3), T = T_local * split.size;
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0)
-    mask = dropout(at::ones({B, H, T_local, T}, qkv.options()), dropout_site, kProbs);
+    mask = dropout_multipliers({B, H, T_local, T}, qkv.device(), dropout_site, kProbs);
   // The document starts of this rank's queries, in its head-tail order (global positions).
   const at::Tensor q_starts =
       document_starts.defined() ? take_context_chunks(document_starts, 1, split) : at::Tensor();  // (B, T_local)
@@ -231,14 +231,14 @@ at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) 
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
   if (model_.layout().model.dropout <= 0) return x;
-  return x * dropout_multipliers(x, site, logical);
+  return x * dropout_multipliers(x.sizes(), x.device(), site, logical);
 }
 
-at::Tensor ParallelOps::dropout_multipliers(const at::Tensor& x, const std::string& site,
+at::Tensor ParallelOps::dropout_multipliers(at::IntArrayRef shape, c10::Device device, const std::string& site,
                                             const std::vector<std::string>& logical) {
   const auto& layout = model_.layout();
   PartitionSpec spec = layout.rules.resolve(logical, site);
-  std::vector<int64_t> local = x.sizes().vec(), global(local.size()), offset(local.size());
+  std::vector<int64_t> local = shape.vec(), global(local.size()), offset(local.size());
   int64_t seq_dim = -1;  // the dim holding this rank's head-tail chunks, if any
   for (size_t d = 0; d < local.size(); ++d) {
     const auto& axes = spec.axes_of(d);
@@ -256,8 +256,8 @@ at::Tensor ParallelOps::dropout_multipliers(const at::Tensor& x, const std::stri
   // Drawn where x lives: the hand-vectorized loop on the CPU, ATen integer ops on a GPU (no host
   // work, no copy); both give the same bits.
   auto draw = [&](const std::vector<int64_t>& block_local, const std::vector<int64_t>& block_offset) {
-    return x.is_cpu() ? dropout_mask_block(block_local, global, block_offset, seed_, stream, p)
-                      : dropout_mask_block_on(x.device(), block_local, global, block_offset, seed_, stream, p);
+    return device.is_cpu() ? dropout_mask_block(block_local, global, block_offset, seed_, stream, p)
+                           : dropout_mask_block_on(device, block_local, global, block_offset, seed_, stream, p);
   };
   if (seq_dim < 0) return draw(local, offset);
   // Two blocks along the sequence: the rank's chunks at their global positions.

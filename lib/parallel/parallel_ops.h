@@ -67,8 +67,10 @@ class ParallelOps : public ModelOps {
   // around the ring (runtime.context_exchange). document_starts: the whole sequence's, or undefined.
   at::Tensor context_attention(const at::Tensor& qkv, const std::string& dropout_site,
                                const at::Tensor& document_starts);
-  // dropout()'s multipliers for x's block; under context parallelism dim `seq_dim` holds two chunks.
-  at::Tensor dropout_multipliers(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical);
+  // dropout()'s multipliers (0 or 1/(1-p)) for this rank's block of `shape` on `device`, drawn in
+  // one pass; under context parallelism the dim on the context axes holds two chunks.
+  at::Tensor dropout_multipliers(at::IntArrayRef shape, c10::Device device, const std::string& site,
+                                 const std::vector<std::string>& logical);
   at::Tensor local_logits(const at::Tensor& x2, const std::string& table);  // (rows, C) -> (rows, V_local)
   // The head's logits of this rank's positions (B * T_local, V_local), their targets (B * T_local,)
   // and the first vocabulary id of V_local.

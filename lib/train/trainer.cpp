@@ -157,6 +157,7 @@ nlohmann::json describe_run(const TrainState& state, const Config& config) {
   const int64_t state_bytes = state.model->local_param_bytes() * 2 + state.optimizer->state_bytes();
   const auto& mesh = state.model->layout().mesh;
   nlohmann::json summary{{"device", state.comm->device().str()},  {"backend", state.comm->runtime().backend},
+                         {"tf32", state.comm->runtime().tf32},
                          {"ranks", mesh.size()},                  {"data_parallel", state.dp_size()},
                          {"context_parallel", state.model->layout().cp_size()},
                          {"params", gpt2_num_params(config.model)}, {"state_bytes_per_rank", state_bytes},

@@ -108,6 +108,7 @@ void check_same(const Config& a, const Config& b) {
   CHECK(a.runtime.device == b.runtime.device);
   CHECK(a.runtime.threads_per_rank == b.runtime.threads_per_rank);
   CHECK(a.runtime.timeout_s == b.runtime.timeout_s);
+  CHECK(a.runtime.tf32 == b.runtime.tf32);
 }
 
 }  // namespace
@@ -588,4 +589,15 @@ TEST_CASE("config: load_config reads files and names them in errors") {
   CHECK(contains(message, missing + ": cannot read config file"));
   message = error_of([&] { spmd::load_config(dir.path()); });
   CHECK(contains(message, dir.path() + ": cannot read config file"));
+}
+
+TEST_CASE("config: runtime.tf32 is on unless set false, and the resolved config names it only when off") {
+  const Config on = parse_config("runtime: {device: cuda}\n", "t.yaml");
+  CHECK(on.runtime.tf32);
+  CHECK(!contains(on.resolved_yaml, "tf32"));
+  const Config off = parse_config("runtime: {device: cuda}\n", "t.yaml", {"runtime.tf32=false"});
+  CHECK_FALSE(off.runtime.tf32);
+  CHECK(contains(off.resolved_yaml, "tf32: false"));
+  CHECK_FALSE(parse_config(off.resolved_yaml, "resolved.yaml").runtime.tf32);  // a resume keeps it
+  CHECK(contains(parse_error("runtime: {tf32: sometimes}\n"), "runtime.tf32"));
 }
