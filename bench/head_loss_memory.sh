@@ -29,7 +29,7 @@ for i in "${!builds[@]}"; do
     if [ -x "${builds[$i]}/app/spmd-inspect" ]; then  # a build of bench_train alone has no estimate
       "${builds[$i]}/app/spmd-inspect" "${common[@]}" --set model.vocab_size=$vocab --json > "$work/inspect-$i-$vocab.json"
     fi
-    "${builds[$i]}/bench/bench_train" "${common[@]}" --set model.vocab_size=$vocab --warmup 1 --steps 2 \
+    "${builds[$i]}/bench/bench_train" "${common[@]}" --set model.vocab_size=$vocab --warmup 1 --steps 1 \
       --peak-size 512 --json "$work/run-$i-$vocab.json" > /dev/null
   done
 done
@@ -56,18 +56,16 @@ for i, build in enumerate(builds):
         print(f"| {build} | {vocab} ({padded}) | {run['max_rss_mib_max']:.0f} | {run['peak_tensor_mib_max_over_ranks']:.0f} "
               f"| {mib(run['graph_bytes_max_over_ranks']):.0f} | {estimate} |")
 print()
-print("| build | peak RSS: vocab 50257 - vocab 128 (MiB) | the embedding's state (MiB) | the loss: measured (MiB, logits copies) "
-      "| the loss: estimated (MiB, logits copies) |")
+print("| build | vocab 50257 - vocab 128: peak live tensors / peak RSS (MiB) | the embedding's state (MiB) "
+      "| the loss, measured: by live tensors / by RSS (MiB, logits copies) | the loss, estimated (MiB, logits copies) |")
 print("|---|---|---|---|---|")
+copies = lambda m: f"{m:.0f} ({m / mib(logits):.2f})"
 for i, build in enumerate(builds):
     (big, big_est, big_pad), (small, small_est, small_pad) = rows[(i, 50257)], rows[(i, 128)]
-    state = 4 * 4 * (big_pad - small_pad) * 768
-    delta = big["max_rss_mib_max"] - small["max_rss_mib_max"]
-    loss = delta - mib(state)
+    state = mib(4 * 4 * (big_pad - small_pad) * 768)
+    tensors = big["peak_tensor_mib_max_over_ranks"] - small["peak_tensor_mib_max_over_ranks"]
+    rss = big["max_rss_mib_max"] - small["max_rss_mib_max"]
     # The estimate counts the gradients apart: the loss is what the vocabulary adds to the activations.
-    est = "-"
-    if big_est is not None:
-        held = mib(big_est["activations"] - small_est["activations"])
-        est = f"{held:.0f} ({held / mib(logits):.2f})"
-    print(f"| {build} | {delta:.0f} | {mib(state):.0f} | {loss:.0f} ({loss / mib(logits):.2f}) | {est} |")
+    est = "-" if big_est is None else copies(mib(big_est["activations"] - small_est["activations"]))
+    print(f"| {build} | {tensors:.0f} / {rss:.0f} | {state:.0f} | {copies(tensors - state)} / {copies(rss - state)} | {est} |")
 PY
