@@ -389,9 +389,10 @@ TEST_CASE("config: train.microbatches must split every data-parallel rank's rows
                  "train.microbatches = 9223372036854775807"));
 
   // spmd-inspect's activation estimate holds one microbatch (3 of 3 rows -> 1): all of it scales
-  // with the rows but the loss's gradient of the table (vocab x n_embd fp32, whatever the rows).
+  // with the rows but the loss's gradient of the table (its shard here: vocab / 2 x n_embd fp32,
+  // whatever the rows).
   const auto layout = spmd::plan_layout(three);
-  const int64_t table_grad = layout.padded_vocab * three.model.n_embd * 4;
+  const int64_t table_grad = layout.param("wte").sharding.shard_numel() * 4;
   CHECK((spmd::estimate_memory(layout, 12, 3).activations - table_grad) * 3 ==
         spmd::estimate_memory(layout, 12, 1).activations - table_grad);
   CHECK(spmd::estimate_memory(layout, 12, 3).params == spmd::estimate_memory(layout, 12, 1).params);
