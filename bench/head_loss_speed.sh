@@ -3,7 +3,8 @@
 # on one process, for each build given, interleaved: every round runs each build on each config, so
 # a shared machine's load hits them alike; the medians over the rounds' median steps are compared.
 # Token ids are random below 65 (the configs' vocabulary): the step does not depend on the text.
-# Prints a Markdown table (bench/NOTES.md).
+# CPU time per step (the work done) is shown beside the wall time: on a loaded machine it is the
+# steadier of the two. Prints a Markdown table (bench/NOTES.md).
 # Usage: bash bench/head_loss_speed.sh ROUNDS BUILD_DIR...   hold /tmp/spmd-build.lock
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,16 +33,19 @@ echo "load average after:  $(cat /proc/loadavg)"
 python3 - "$work" "$rounds" "${builds[@]}" <<'PY'
 import json, statistics, sys
 work, rounds, builds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-print("| config | build | median step per round (ms) | median (ms) | CPU share per round | ratio to the first build |")
-print("|---|---|---|---|---|---|")
+print("| config | build | median step per round (ms) | median (ms) | CPU ms per step, median per round | median | CPU share per round | ratio to the first build (wall / CPU) |")
+print("|---|---|---|---|---|---|---|---|")
 for config, name in (("baby", "baby (0.80M)"), ("10m", "10.7M, dropout 0")):
     first = None
     for i, build in enumerate(builds):
         runs = [json.load(open(f"{work}/{config}-{i}-{r}.json")) for r in range(1, rounds + 1)]
         steps = [j["median_step_ms"] for j in runs]
-        median = statistics.median(steps)
-        first = first or median
+        cpu = [statistics.median(j["step_cpu_ms"]) for j in runs]  # the work done: load-independent
+        median, cpu_median = statistics.median(steps), statistics.median(cpu)
+        first = first or (median, cpu_median)
         step_list = ", ".join(f"{s:.1f}" for s in steps)
+        cpu_list = ", ".join(f"{s:.0f}" for s in cpu)
         shares = ", ".join(f"{j['cpu_share']:.2f}" for j in runs)
-        print(f"| {name} | {build} | {step_list} | {median:.1f} | {shares} | {median / first:.3f} |")
+        print(f"| {name} | {build} | {step_list} | {median:.1f} | {cpu_list} | {cpu_median:.0f} | {shares} "
+              f"| {median / first[0]:.3f} / {cpu_median / first[1]:.3f} |")
 PY
