@@ -400,7 +400,8 @@ void check_run_size(const MapReader& top, const Config& c) {
   Real devices = 1;
   for (int64_t s : c.mesh.shape) devices *= static_cast<Real>(s);
   const ModelConfig& m = c.model;
-  const Real V = static_cast<Real>(m.vocab_size) + devices, C = static_cast<Real>(m.n_embd),
+  // The layout pads the vocabulary to a multiple of 64 ids per shard (parallel/layout.h).
+  const Real V = static_cast<Real>(m.vocab_size) + 64 * devices, C = static_cast<Real>(m.n_embd),
              T = static_cast<Real>(m.block_size), L = static_cast<Real>(m.n_layer),
              H = static_cast<Real>(m.n_head), B = static_cast<Real>(c.data.batch_size);
   const Real params = (V + T + 2) * C + L * (12 * C * C + 13 * C);

@@ -19,16 +19,20 @@
 //                output is c_proj's input; dropout's mask (B, H', T, T)
 //   bias+GELU    its derivative (B, T, 4C') fp32; its output is c_proj's input
 //   residual     each add's output (B, T', C) (the next layer norm's input); the dropout masks
-//   head         ln_f's output as the LM head's input, the softmax (B*T, V') fp32, the target
-//                index (int64) and its owner flag (bool) per token
+//   head         the loss runs the LM head in chunks of rows and makes its gradients in forward:
+//                it keeps the gradient of its input (B*T, C) fp32 and of the table (V', C) fp32
+//                (the FSDP shard's), nothing of the logits; ln_f's mean and rstd
 // runtime.remat full keeps only each block's input (its output is the next block's input);
 // selective drops the probabilities (qkv is kept as the recomputation's input), but the
-// attention dropout mask stays with the recomputation; the GELU is not recomputed.
+// attention dropout mask stays with the recomputation; the GELU is not recomputed. The loss's
+// chunk of logits is a working set at the forward's end, when every activation is held, as at
+// the first backward's start: the working set is the wider of it and the widest backward op's.
 #include "inspect/memory_estimate.h"
 
 #include <algorithm>
 #include <numeric>
 
+#include "parallel/head_loss.h"
 #include "parallel/pipeline_schedule.h"
 #include "util/error.h"
 
@@ -36,7 +40,6 @@ namespace spmd {
 
 namespace {
 constexpr int64_t kFloatBytes = 4;
-constexpr int64_t kTargetBytes = 8 + 1;  // the loss's target index (int64) and owner flag (bool) per token
 constexpr int64_t kMaskedIdBytes = 8 + 4;  // vocab-parallel embedding: masked id (int64), mask (float)
 
 int64_t product(const std::vector<int64_t>& v) {
@@ -50,15 +53,15 @@ struct DeviceShapes {
   int64_t head_dim = 0;
   int64_t mlp = 0;                        // MLP hidden width on this device
   int64_t vocab = 0;                      // logit columns on this device
+  int64_t head_table_grad = 0;            // bytes of the table's gradient the loss keeps (the stored shard's)
+  int64_t operand = kFloatBytes;          // bytes per element of the matmul operands
   int64_t seq_split = 1;                  // sequence-parallel degree: the stream holds T / seq_split positions
   int64_t context_split = 1;              // context-parallel degree: every activation holds T / context_split
   bool dropout = false;
   bool vocab_masked = false;              // the embedding's vocab dim has tensor-parallel axes
   // Bytes per element of the input each dense layer keeps (fp32 4, bf16 operands 2).
-  int64_t attn_in = kFloatBytes, attn_proj_in = kFloatBytes, fc_in = kFloatBytes, mlp_proj_in = kFloatBytes,
-          head_in = kFloatBytes;
+  int64_t attn_in = kFloatBytes, attn_proj_in = kFloatBytes, fc_in = kFloatBytes, mlp_proj_in = kFloatBytes;
   int64_t block_weight_copies = 0;        // bf16 operands: the copies of one block's weight shards
-  int64_t head_weight_copy = 0;           // ... and of the head's (the tied wte)
   // bf16 operands without dropout: libtorch's fused attention (SDPA) on bf16 q, k, v keeps them,
   // its output and the log-sum-exp, no (T, T) probabilities (kernels::causal_attention).
   bool sdpa_attention = false;
@@ -107,11 +110,17 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
 }
 
 int64_t head_bytes(const DeviceShapes& d) {
-  const int64_t N = d.full_tokens();
-  return 2 * d.stream_tokens() * kFloatBytes  // ln_f: mean and rstd (its input is the last block's output)
-         + N * d.C * d.head_in                 // ln_f's output (gathered under sequence parallelism)
-         + N * d.vocab * kFloatBytes           // the softmax
-         + N * kTargetBytes + d.head_weight_copy;
+  return 2 * d.stream_tokens() * kFloatBytes     // ln_f: mean and rstd (its input is the last block's output)
+         + d.full_tokens() * d.C * kFloatBytes  // the gradient of the head's input (the whole sequence's under SP)
+         + d.head_table_grad;
+}
+
+// The loss's forward at its widest: a chunk's logits (and, with bf16 operands, their bf16 copy
+// and the table's bf16 copy).
+int64_t loss_working_set(const DeviceShapes& d) {
+  const int64_t rows = std::min(head_chunk_rows(d.vocab), d.full_tokens());
+  const bool reduced = d.operand != kFloatBytes;
+  return rows * d.vocab * (kFloatBytes + (reduced ? d.operand : 0)) + (reduced ? d.vocab * d.C * d.operand : 0);
 }
 
 // What the block being backwarded recomputes and holds: the internals remat none keeps.
@@ -216,6 +225,7 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.mlp = 4 * m.n_embd / tp_of("h.0.mlp.c_fc.weight", 1);
   const ParamLayout& wte = layout.param("wte");
   d.vocab = wte.gathered_shape()[0];
+  d.head_table_grad = wte.sharding.shard_numel() * kFloatBytes;
   d.vocab_masked = !wte.tp_axes[0].empty();
   d.seq_split = layout.mesh.axes_size(layout.seq_axes);
   d.context_split = layout.cp_size();
@@ -225,6 +235,7 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   // A dense layer keeps its input in the operand dtype (and a bf16 copy of its weight), except an
   // FSDP layer, which keeps its fp32 input and gathers the weight again in backward.
   const int64_t operand = operand_bytes(m.matmul_dtype);
+  d.operand = operand;
   auto keep = [&](const std::string& weight, int64_t& in_bytes, int64_t& copies) {
     const ParamLayout& p = layout.param(weight);
     const bool fsdp = gathered(layout, p);
@@ -236,7 +247,6 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
                           {"h.0.mlp.c_fc.weight", &d.fc_in},
                           {"h.0.mlp.c_proj.weight", &d.mlp_proj_in}})
     keep(name, *in, d.block_weight_copies);
-  keep("wte", d.head_in, d.head_weight_copy);
   return d;
 }
 }  // namespace
@@ -289,6 +299,7 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   held.first_sending_chunk = stage == 0 ? 1 : 0;
   e.gradient_sends = added();
   held.working_set = backward_working_set(shapes);
+  if (stage == pipeline.stages() - 1) held.working_set = std::max(held.working_set, loss_working_set(shapes));
   e.backward_working_set = added();
   held.working_set += replayed_block_bytes(shapes, remat);
   e.recompute = added();
@@ -347,16 +358,15 @@ MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t globa
   d.B = global_batch / microbatches, d.T = model.block_size, d.C = model.n_embd;
   d.heads = model.n_head, d.head_dim = model.n_embd / model.n_head, d.mlp = 4 * model.n_embd;
   d.vocab = model.vocab_size;
+  d.head_table_grad = d.vocab * d.C * kFloatBytes;
   d.dropout = model.dropout > 0;
   const int64_t operand = operand_bytes(model.matmul_dtype);
-  d.attn_in = d.attn_proj_in = d.fc_in = d.mlp_proj_in = d.head_in = operand;
+  d.operand = operand;
+  d.attn_in = d.attn_proj_in = d.fc_in = d.mlp_proj_in = operand;
   d.sdpa_attention = operand != kFloatBytes && !d.dropout;
-  if (operand != kFloatBytes) {
-    d.block_weight_copies = 12 * d.C * d.C * operand;  // c_attn 3C^2, c_proj C^2, c_fc and c_proj 4C^2 each
-    d.head_weight_copy = d.vocab * d.C * operand;
-  }
+  if (operand != kFloatBytes) d.block_weight_copies = 12 * d.C * d.C * operand;  // c_attn 3C^2, c_proj C^2, c_fc and c_proj 4C^2 each
   e.activation_parts = activation_parts(d, remat, model.n_layer, true, true);
-  e.backward_working_set = backward_working_set(d);
+  e.backward_working_set = std::max(backward_working_set(d), loss_working_set(d));
   e.recompute = replayed_block_bytes(d, remat);
   e.activations_per_microbatch = e.activation_parts.total();
   e.activations = e.activations_per_microbatch;

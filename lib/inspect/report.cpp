@@ -151,9 +151,9 @@ std::string inspect_text(const Config& config, const ModelLayout& layout, const 
                      microbatches > 1 ? fmt::format(" in {} microbatches of {}", microbatches, per_rank / microbatches)
                                       : std::string());
   if (layout.padded_vocab != m.vocab_size)
-    out += fmt::format("vocab {} padded to {} so the vocab dim divides its shards ({} padding rows, "
+    out += fmt::format("vocab {} padded to {}, a multiple of {} ids per shard of the vocab dim ({} padding rows, "
                        "masked out of the loss)\n",
-                       m.vocab_size, layout.padded_vocab, layout.padded_vocab - m.vocab_size);
+                       m.vocab_size, layout.padded_vocab, kVocabShardMultiple, layout.padded_vocab - m.vocab_size);
   out += "\n" + params_table_text(layout, options.all_rows);
   if (const std::string pipeline = pipeline_text(config, layout); !pipeline.empty()) out += "\n" + pipeline;
 

@@ -61,6 +61,17 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
   return g;
 }
 
+void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy,
+                            at::ScalarType operand_dtype) {
+  if (operand_dtype != x.scalar_type()) {
+    dw.add_(at::mm(x.to(operand_dtype).t(), dy.to(operand_dtype)));
+  } else if (cpu::fused_linear_supports(x, dw) && dy.device().is_cpu() && dy.scalar_type() == at::kFloat) {
+    cpu::fused_accumulate_weight_grad(dw, x, dy);
+  } else {
+    dw.addmm_(x.t(), dy);
+  }
+}
+
 // ---- Attention and activation ----
 
 namespace {

@@ -300,11 +300,12 @@ ModelLayout plan_layout(const Config& config) {
   const auto& m = config.model;
   const auto sources = size_sources(config);
 
-  // The vocab dim may not divide: pad it (as nanoGPT pads 50257 to 50304); padded rows are
-  // masked out of the loss.
+  // The vocabulary is padded so that each shard of it is a multiple of 64 ids (as nanoGPT pads
+  // 50257 to 50304): the head's products then have a well-aligned N. Padded rows are masked out
+  // of the loss.
   PartitionSpec wte_spec = rules.resolve({"vocab", "embed"}, "wte");
-  int64_t vocab_parts = mesh.axes_size(wte_spec.axes_of(0));
-  int64_t padded_vocab = (m.vocab_size + vocab_parts - 1) / vocab_parts * vocab_parts;
+  const int64_t vocab_multiple = kVocabShardMultiple * mesh.axes_size(wte_spec.axes_of(0));
+  const int64_t padded_vocab = (m.vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
 
   // Activations at block boundaries: ('batch', 'seq', 'embed').
   PartitionSpec activation_spec = rules.resolve({"batch", "seq", "embed"}, "activations (batch, seq, embed)");

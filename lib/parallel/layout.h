@@ -12,6 +12,9 @@
 
 namespace spmd {
 
+// Each shard of the vocabulary dim holds a multiple of this many ids (padding at the end).
+constexpr int64_t kVocabShardMultiple = 64;
+
 struct ParamLayout {
   ParamInfo info;
   NamedSharding sharding;
@@ -53,7 +56,7 @@ struct ModelLayout {
   Mesh mesh;
   LogicalRules rules;
   ModelConfig model;
-  int64_t padded_vocab = 0;              // vocab_size rounded up to the vocab dim's shard count
+  int64_t padded_vocab = 0;              // vocab_size rounded up to kVocabShardMultiple x the vocab dim's shard count
   std::vector<std::string> batch_axes;   // mesh axes of the activations' `batch` dim
   PartitionSpec activation_spec;         // ('batch', 'seq', 'embed') resolved
   std::vector<std::string> seq_axes;     // the residual stream's sequence split (sequence parallelism)

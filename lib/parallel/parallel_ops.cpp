@@ -8,8 +8,8 @@
 #include "kernels/kernels.h"
 #include "parallel/counter_rng.h"
 #include "parallel/fsdp_ops.h"
+#include "parallel/head_loss.h"
 #include "parallel/ring_attention.h"
-#include "parallel/vocab_parallel_loss.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -129,30 +129,33 @@ at::Tensor ParallelOps::attention_over_prefix(const at::Tensor& q, const at::Ten
   return kernels::attention_over_prefix(q, k, v);  // heads are whole on each rank: no communication
 }
 
-ParallelOps::HeadLogits ParallelOps::head_logits(const at::Tensor& x, const std::string& table,
-                                                 const at::Tensor& targets) {
+ParallelOps::HeadInput ParallelOps::head_input(const at::Tensor& x, const std::string& table,
+                                               const at::Tensor& targets) {
   const auto& layout = layout_of(table);
   const auto& vocab_tp = layout.tp_axes[0];
   const Group& vocab_group = group(vocab_tp);
   const at::Tensor full = sequence_parallel() ? gather_sequence_from_group(x, vocab_group) : copy_to_group(x, vocab_group);
-  at::Tensor logits = local_logits(full.reshape({-1, x.size(-1)}), table);  // (B*T, V_local)
-  const int64_t rows = logits.size(1);
-  const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
+  HeadShard head;
+  const int64_t columns = layout.gathered_shape()[0];  // this rank's vocabulary ids (FSDP dims gathered)
+  head.vocab_offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * columns;
+  head.valid_vocab = model_.layout().model.vocab_size;
+  head.vocab_group = &vocab_group;
+  head.gathers = fsdp_gathers(layout);
+  head.prefetcher = prefetcher();
+  head.operand_dtype = matmul_dtype();
   // Under context parallelism x holds this rank's chunks of the sequence: so must the targets.
   const at::Tensor local_targets = context_parallel() ? take_context_chunks(targets, 1, context_split()) : targets;
-  return {logits.reshape({-1, rows}), local_targets.reshape({-1}), offset};
+  return {full.reshape({-1, x.size(-1)}), local_targets.reshape({-1}), std::move(head)};
 }
 
 at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) {
-  const HeadLogits head = head_logits(x, table, targets);
-  return vocab_parallel_cross_entropy(head.logits, head.targets, head.vocab_offset, model_.layout().model.vocab_size,
-                                      group(layout_of(table).tp_axes[0]));
+  const HeadInput in = head_input(x, table, targets);
+  return head_cross_entropy(in.x, shard(table), in.targets, in.head);
 }
 
 at::Tensor ParallelOps::tied_head_row_losses(const at::Tensor& x, const std::string& table, const at::Tensor& targets) {
-  const HeadLogits head = head_logits(x, table, targets);
-  const at::Tensor tokens = vocab_parallel_token_losses(head.logits, head.targets, head.vocab_offset,
-                                                        model_.layout().model.vocab_size, group(layout_of(table).tp_axes[0]));
+  const HeadInput in = head_input(x, table, targets);
+  const at::Tensor tokens = head_token_losses(in.x, shard(table), in.targets, in.head);
   at::Tensor rows = tokens.reshape({targets.size(0), -1}).sum(1);  // (B,): this rank's positions
   if (context_parallel()) group(model_.layout().context_axes).all_reduce_sum(rows);
   return rows;

@@ -10,6 +10,7 @@
 #include "model/model_ops.h"
 #include "parallel/context_parallel.h"
 #include "parallel/fsdp_ops.h"
+#include "parallel/head_loss.h"
 #include "parallel/recompute.h"
 #include "parallel/sharded_model.h"
 
@@ -72,13 +73,13 @@ class ParallelOps : public ModelOps {
   at::Tensor dropout_multipliers(at::IntArrayRef shape, c10::Device device, const std::string& site,
                                  const std::vector<std::string>& logical);
   at::Tensor local_logits(const at::Tensor& x2, const std::string& table);  // (rows, C) -> (rows, V_local)
-  // The head's logits of this rank's positions (B * T_local, V_local), their targets (B * T_local,)
-  // and the first vocabulary id of V_local.
-  struct HeadLogits {
-    at::Tensor logits, targets;
-    int64_t vocab_offset = 0;
+  // The head's input: this rank's positions (B * T_local, C) (the whole sequence's under
+  // sequence parallelism), their targets (B * T_local,), and where `table`'s shard sits.
+  struct HeadInput {
+    at::Tensor x, targets;
+    HeadShard head;
   };
-  HeadLogits head_logits(const at::Tensor& x, const std::string& table, const at::Tensor& targets);
+  HeadInput head_input(const at::Tensor& x, const std::string& table, const at::Tensor& targets);
   // body(x), recomputed in backward; the body lives as long as this ParallelOps (its graph's).
   at::Tensor recomputed(const at::Tensor& x, RecomputedBody body);
   FsdpPrefetcher* prefetcher() { return &model_.fsdp_prefetcher(); }

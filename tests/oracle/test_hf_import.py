@@ -1,7 +1,7 @@
 """Pretrained GPT-2 in and out, against Hugging Face transformers.
 
 1. A GPT2LMHeadModel saved by save_pretrained starts spmd-train (train.init_from) on meshes [1],
-   [2,2] (data x model, vocab padded 65 -> 66) and FSDP-4: the first step's loss, taken before the
+   [2,2] (data x model, vocab padded 65 -> 128) and FSDP-4: the first step's loss, taken before the
    first update, equals transformers' loss on the same batch.
 2. spmd-train's export of a trained checkpoint opens with from_pretrained and gives the loss our
    own run gives when it starts from that export.
