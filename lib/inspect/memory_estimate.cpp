@@ -32,7 +32,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "parallel/head_loss.h"
+#include "parallel/head_chunks.h"
 #include "parallel/pipeline_schedule.h"
 #include "util/error.h"
 

@@ -119,10 +119,6 @@ struct HeadCrossEntropy : torch::autograd::Function<HeadCrossEntropy> {
 };
 }  // namespace
 
-int64_t head_chunk_rows(int64_t vocab_local) {
-  const int64_t rows = kHeadChunkBytes / (std::max<int64_t>(vocab_local, 1) * static_cast<int64_t>(sizeof(float)));
-  return std::max<int64_t>(8, rows / 8 * 8);
-}
 
 at::Tensor head_cross_entropy(const at::Tensor& x, const at::Tensor& table, const at::Tensor& targets,
                               const HeadShard& head) {

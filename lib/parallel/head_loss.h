@@ -12,14 +12,10 @@
 
 #include "comm/group.h"
 #include "parallel/fsdp_prefetch.h"
+#include "parallel/head_chunks.h"
 
 namespace spmd {
 
-// Rows per chunk by default: as many as make kHeadChunkBytes of float32 logits of `vocab_local`
-// columns (a multiple of 8, at least 8). 32 MiB is ~160 rows of GPT-2's 50304 columns: each chunk's
-// products are still wide matrices (N = the vocabulary) and its logits stay in cache-sized pieces.
-constexpr int64_t kHeadChunkBytes = int64_t{32} << 20;
-int64_t head_chunk_rows(int64_t vocab_local);
 
 // Where this rank's table sits and how the head computes.
 struct HeadShard {
