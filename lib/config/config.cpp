@@ -86,7 +86,6 @@ const Section<ModelConfig>& model_section() {
   using M = ModelConfig;
   auto llama = [](const M& m) { return m.arch == ModelArch::kLlama; };
   static const Section<M> section{"model", {
-      enum_choice("arch", &M::arch, {ModelArch::kGpt2, ModelArch::kLlama}).emitted_if(llama),
       positive("vocab_size", &M::vocab_size),
       positive("block_size", &M::block_size),
       positive("n_layer", &M::n_layer)
@@ -97,6 +96,7 @@ const Section<ModelConfig>& model_section() {
       fraction("dropout", &M::dropout),
       plain("bias", &M::bias),
       enum_choice("matmul_dtype", &M::matmul_dtype, {MatmulDtype::kFloat32, MatmulDtype::kBFloat16}),
+      enum_choice("arch", &M::arch, {ModelArch::kGpt2, ModelArch::kLlama}).emitted_if(llama),
       positive_if_given("n_kv_head", &M::n_kv_head).emitted_if(llama),
       positive_if_given("intermediate_size", &M::intermediate_size).emitted_if(llama),
       checked("rms_norm_eps", &M::rms_norm_eps, [](double v) { return v > 0 && v < 1; },

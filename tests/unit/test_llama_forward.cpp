@@ -204,7 +204,7 @@ TEST_CASE("llama decoding: a key/value cache of n_kv_head heads gives the whole 
   CHECK(max_abs_diff(last, model.next_token_logits(idx, ops, nullptr)) < 1e-4);
 }
 
-TEST_CASE("llama table: names, shapes and logical axes; tied has no lm_head, untied's is after the stack only") {
+TEST_CASE("llama table: names, shapes and logical axes, no lm_head when tied, an untied one after the stack only") {
   ModelConfig m = tiny_llama(2);
   const auto untied = param_table(m, 48);
   auto find = [](const std::vector<ParamInfo>& t, const std::string& name) -> const ParamInfo* {
