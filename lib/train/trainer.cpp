@@ -114,7 +114,7 @@ void print_sample(TrainState& state, const DatasetMeta& tokenizer) {
   options.vocab_size = tokenizer.vocab_size;
   options.sampling.seed = static_cast<uint64_t>(state.config.train.seed + state.step);
   const std::vector<int64_t> prompt = prompt_tokens(tokenizer, "");
-  std::vector<int64_t> tokens = generate(*state.model, *state.gpt, prompt, options, nullptr);
+  std::vector<int64_t> tokens = generate(*state.model, *state.net, prompt, options, nullptr);
   tokens.erase(tokens.begin(), tokens.begin() + static_cast<int64_t>(prompt.size()));
   if (state.rank() == 0) fmt::print("sample after step {}:\n{}\n", state.step, decode(tokenizer, tokens));
 }
@@ -160,7 +160,7 @@ nlohmann::json describe_run(const TrainState& state, const Config& config) {
                          {"tf32", state.comm->runtime().tf32},
                          {"ranks", mesh.size()},                  {"data_parallel", state.dp_size()},
                          {"context_parallel", state.model->layout().cp_size()},
-                         {"params", gpt2_num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
+                         {"params", num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
                          {"gradient_buckets", state.grad_sync->num_buckets()},
                          {"blas", kernels::cpu::blas_description()},
                          {"pipeline_stages", state.model->layout().pipeline.stages()},
@@ -174,7 +174,7 @@ nlohmann::json describe_run(const TrainState& state, const Config& config) {
   fmt::print("spmd-train: mesh {} | {} ranks on {} over {} | data-parallel {} | {} params | params+grads+AdamW "
              "per rank {:.1f} MiB | {} gradient bucket(s)\n",
              mesh.describe(), mesh.size(), state.comm->device().str(), state.comm->runtime().backend, state.dp_size(),
-             gpt2_num_params(config.model), static_cast<double>(state_bytes) / (1 << 20),
+             num_params(config.model), static_cast<double>(state_bytes) / (1 << 20),
              state.grad_sync->num_buckets());
   print_pipeline(config, state.model->layout().pipeline);
   return summary;
