@@ -31,7 +31,7 @@
 #include "config/config.h"
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/kernels.h"
-#include "model/gpt2_params.h"
+#include "model/params.h"
 #include "parallel/layout.h"
 #include "parallel/pipeline_schedule.h"
 #include "comm/backend.h"
@@ -402,7 +402,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   // and backward (N = parameters without position embeddings; the tied wte counts once, as the LM
   // head) plus 12 L T C for attention scores and weighted sum (the causal half is not discounted).
   const auto& m = config.model;
-  const int64_t n_params = spmd::gpt2_num_params(m, false);
+  const int64_t n_params = spmd::num_params(m, false);
   const double flops_per_token = 6.0 * static_cast<double>(n_params) +
                                  12.0 * static_cast<double>(m.n_layer * m.block_size * m.n_embd);
   const int64_t tokens_per_step = config.data.batch_size * m.block_size;

@@ -33,9 +33,48 @@ constexpr int64_t kMaxRunBytes = int64_t{1} << 60;    // 1 EiB of fp32 training 
 
 using namespace schema;
 
+// model.rope_scaling: {factor, low_freq_factor, high_freq_factor, original_max_position_embeddings},
+// all four given (as Llama 3's config.json has them); null or absent: no scaling.
+Field<ModelConfig> rope_scaling_field() {
+  const std::string key = "rope_scaling";
+  const std::vector<std::string> keys{"factor", "low_freq_factor", "high_freq_factor",
+                                      "original_max_position_embeddings"};
+  auto read = [key, keys](const MapReader& r, ModelConfig& m) {
+    if (!r.has(key) || r.get(key).IsNull()) return;
+    r.check(key, r.get(key).IsMap(), "expected a map {" + fmt::format("{}", fmt::join(keys, ", ")) + "}");
+    const MapReader s = r.section(key, keys);
+    for (const auto& k : keys)
+      if (!s.has(k)) s.fail(k, "missing: rope_scaling takes all of " + fmt::format("{}", fmt::join(keys, ", ")));
+    RopeScaling& rs = m.rope_scaling;
+    s.read("factor", rs.factor);
+    s.read("low_freq_factor", rs.low_freq_factor);
+    s.read("high_freq_factor", rs.high_freq_factor);
+    s.read("original_max_position_embeddings", rs.original_max_position_embeddings);
+    s.check("factor", rs.factor >= 1 && std::isfinite(rs.factor), "expected a number >= 1");
+    s.check("low_freq_factor", rs.low_freq_factor > 0 && std::isfinite(rs.low_freq_factor),
+            "expected a positive number");
+    s.check("high_freq_factor", rs.high_freq_factor > rs.low_freq_factor && std::isfinite(rs.high_freq_factor),
+            fmt::format("expected a number above low_freq_factor = {}", format_double(rs.low_freq_factor)));
+    s.check("original_max_position_embeddings", rs.original_max_position_embeddings > 0,
+            "expected a positive integer");
+  };
+  auto emit = [key](YAML::Emitter& out, const ModelConfig& m) {
+    const RopeScaling& rs = m.rope_scaling;
+    out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap;
+    emit_value(out, "factor", rs.factor);
+    emit_value(out, "low_freq_factor", rs.low_freq_factor);
+    emit_value(out, "high_freq_factor", rs.high_freq_factor);
+    emit_value(out, "original_max_position_embeddings", rs.original_max_position_embeddings);
+    out << YAML::EndMap;
+  };
+  return {key, read, emit};
+}
+
 const Section<ModelConfig>& model_section() {
   using M = ModelConfig;
+  auto llama = [](const M& m) { return m.arch == ModelArch::kLlama; };
   static const Section<M> section{"model", {
+      enum_choice("arch", &M::arch, {ModelArch::kGpt2, ModelArch::kLlama}).emitted_if(llama),
       positive("vocab_size", &M::vocab_size),
       positive("block_size", &M::block_size),
       positive("n_layer", &M::n_layer)
@@ -46,6 +85,14 @@ const Section<ModelConfig>& model_section() {
       fraction("dropout", &M::dropout),
       plain("bias", &M::bias),
       enum_choice("matmul_dtype", &M::matmul_dtype, {MatmulDtype::kFloat32, MatmulDtype::kBFloat16}),
+      positive("n_kv_head", &M::n_kv_head).emitted_if(llama),
+      positive("intermediate_size", &M::intermediate_size).emitted_if(llama),
+      checked("rms_norm_eps", &M::rms_norm_eps, [](double v) { return v > 0 && v < 1; },
+              "expected a number in (0, 1)").emitted_if(llama),
+      checked("rope_theta", &M::rope_theta, [](double v) { return v > 1 && std::isfinite(v); },
+              "expected a number above 1").emitted_if(llama),
+      rope_scaling_field().emitted_if([](const M& m) { return m.rope_scaling.factor > 0; }),
+      plain("tie_embeddings", &M::tie_embeddings).emitted_if(llama),
   }};
   return section;
 }
@@ -344,6 +391,22 @@ ModelConfig read_model(const MapReader& top) {
     r.fail("n_embd", fmt::format("{} is not divisible by model.n_head = {} (each head gets "
                                  "n_embd / n_head channels)",
                                  m.n_embd, m.n_head));
+  if (m.arch == ModelArch::kLlama) {
+    if (!r.has("n_kv_head")) m.n_kv_head = m.n_head;
+    if (!r.has("intermediate_size")) m.intermediate_size = 4 * m.n_embd;
+    if (!r.has("tie_embeddings")) m.tie_embeddings = false;
+    if (!r.has("bias")) m.bias = false;
+    r.check("bias", !m.bias, "expected false: llama has no biases");
+    r.check("n_kv_head", m.n_kv_head <= m.n_head && m.n_head % m.n_kv_head == 0,
+            fmt::format("expected a divisor of model.n_head = {} (each key/value head serves n_head / n_kv_head "
+                        "query heads)",
+                        m.n_head));
+  } else {
+    for (const char* key : {"n_kv_head", "intermediate_size", "rms_norm_eps", "rope_theta", "rope_scaling",
+                            "tie_embeddings"})
+      if (r.has(key))
+        r.fail(key, fmt::format("is a llama key (model.arch: llama); model.arch is {}", name_of(m.arch)));
+  }
   return m;
 }
 
@@ -402,8 +465,10 @@ void check_run_size(const MapReader& top, const Config& c) {
   const Real V = static_cast<Real>(m.vocab_size) + devices, C = static_cast<Real>(m.n_embd),
              T = static_cast<Real>(m.block_size), L = static_cast<Real>(m.n_layer),
              H = static_cast<Real>(m.n_head), B = static_cast<Real>(c.data.batch_size);
-  const Real params = (V + T + 2) * C + L * (12 * C * C + 13 * C);
-  const Real per_sequence = T * (L * (18 * C + 2 * H * T) + 2 * C + 2 * V);
+  // llama's MLP (3 C x intermediate_size matrices) on top of the GPT-2 bound.
+  const Real F = m.arch == ModelArch::kLlama ? static_cast<Real>(m.mlp_size()) : 0;
+  const Real params = (2 * V + T + 2) * C + L * (12 * C * C + 13 * C + 3 * C * F);
+  const Real per_sequence = T * (L * (18 * C + 4 * F + 2 * H * T) + 2 * C + 2 * V);
   auto bytes = [&](Real batch) { return 4 * (5 * params + batch * per_sequence); };
   if (bytes(B) <= static_cast<Real>(kMaxRunBytes)) return;
   const std::string message = fmt::format(

@@ -183,7 +183,7 @@ void check_hf_checkpoint(const Config& config) {
   const HfCheckpointPaths paths = resolve_hf_checkpoint(init_from);
   if (!paths.config_json.empty()) check_config_json(paths.config_json, config.model);
   const SafetensorsFile file(paths.safetensors);
-  const std::vector<ParamInfo> table = gpt2_param_table(config.model, config.model.vocab_size);
+  const std::vector<ParamInfo> table = param_table(config.model, config.model.vocab_size);
   const std::vector<std::string> names = match_tensors(file, table, config.model.n_layer);
   check_no_extra_tensors(file, names, config.model);
   check_tied_head(file, names.front());  // the table starts with wte

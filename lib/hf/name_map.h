@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "model/gpt2_params.h"
+#include "model/params.h"
 
 namespace spmd {
 

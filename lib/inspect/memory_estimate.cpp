@@ -340,7 +340,7 @@ int64_t fullest_stage(const std::vector<MemoryEstimate>& stages) {
 MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch, int64_t microbatches,
                                          Remat remat) {
   MemoryEstimate e;
-  for (const auto& p : gpt2_param_table(model, model.vocab_size)) e.params += product(p.shape) * kFloatBytes;
+  for (const auto& p : param_table(model, model.vocab_size)) e.params += product(p.shape) * kFloatBytes;
   e.grads = e.params;
   e.optimizer = 2 * e.params;
   DeviceShapes d;

@@ -123,7 +123,7 @@ std::string memory_text(const Config& config, const ModelLayout& layout, std::op
   line("total", sharded.total(), single.total());
   const auto& m = config.model;
   return text_table(rows, "lrrr") +
-         fmt::format("  ({} parameters; {} of them in position embeddings)\n", gpt2_num_params(m), m.block_size * m.n_embd) +
+         fmt::format("  ({} parameters; {} of them in position embeddings)\n", num_params(m), m.block_size * m.n_embd) +
          "verdict: " + memory_verdict(sharded, config, device_bytes) + "\n";
 }
 

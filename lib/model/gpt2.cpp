@@ -103,10 +103,4 @@ at::Tensor Gpt2::head_row_losses(const at::Tensor& x, const at::Tensor& targets,
   return ops.tied_head_row_losses(layer_norm(ops.constrain(x, kResidual), "ln_f", ops), "wte", targets);
 }
 
-at::Tensor Gpt2::loss(const at::Tensor& idx, const at::Tensor& targets, ModelOps& ops, bool training,
-                      const at::Tensor& document_starts) const {
-  const at::Tensor x = embed(idx, ops, training, 0, document_starts);
-  return head_loss(blocks(x, 0, config_.n_layer, ops, training, document_starts), targets, ops);
-}
-
 }  // namespace spmd

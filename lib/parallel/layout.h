@@ -8,7 +8,7 @@
 #include "config/config.h"
 #include "mesh/mesh.h"
 #include "mesh/sharding.h"
-#include "model/gpt2_params.h"
+#include "model/params.h"
 
 namespace spmd {
 
@@ -60,7 +60,7 @@ struct ModelLayout {
   // Context parallelism: `seq` mapped onto mesh axes that shard no weight. Every activation is
   // split along the sequence over them, in head-tail chunks (docs/context-parallel.md).
   std::vector<std::string> context_axes;
-  std::vector<ParamLayout> params;       // in gpt2_param_table order
+  std::vector<ParamLayout> params;       // in param_table order
   PipelineLayout pipeline;
   // How attention exchanges keys and values over the context axes (runtime.context_exchange).
   ContextExchange context_exchange = ContextExchange::kAllGather;

@@ -159,7 +159,7 @@ nlohmann::json describe_run(const TrainState& state, const Config& config) {
   nlohmann::json summary{{"device", state.comm->device().str()},  {"backend", state.comm->runtime().backend},
                          {"ranks", mesh.size()},                  {"data_parallel", state.dp_size()},
                          {"context_parallel", state.model->layout().cp_size()},
-                         {"params", gpt2_num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
+                         {"params", num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
                          {"gradient_buckets", state.grad_sync->num_buckets()},
                          {"blas", kernels::cpu::blas_description()},
                          {"pipeline_stages", state.model->layout().pipeline.stages()},
@@ -173,7 +173,7 @@ nlohmann::json describe_run(const TrainState& state, const Config& config) {
   fmt::print("spmd-train: mesh {} | {} ranks on {} over {} | data-parallel {} | {} params | params+grads+AdamW "
              "per rank {:.1f} MiB | {} gradient bucket(s)\n",
              mesh.describe(), mesh.size(), state.comm->device().str(), state.comm->runtime().backend, state.dp_size(),
-             gpt2_num_params(config.model), static_cast<double>(state_bytes) / (1 << 20),
+             num_params(config.model), static_cast<double>(state_bytes) / (1 << 20),
              state.grad_sync->num_buckets());
   print_pipeline(config, state.model->layout().pipeline);
   return summary;
