@@ -142,9 +142,13 @@ void check_llama(const std::string& path, Json j, const ModelConfig& model) {
 void check_hf_config_json(const std::string& path, const ModelConfig& model) {
   const Json j = read_json_file(path, "train.init_from: config");
   SPMD_CHECK(j.is_object(), "train.init_from: {} is not a JSON object", path);
-  if (model.arch == ModelArch::kLlama) return check_llama(path, j, model);
-  check_sizes(path, j, model);
-  check_gpt2(path, j);
+  try {
+    if (model.arch == ModelArch::kLlama) return check_llama(path, j, model);
+    check_sizes(path, j, model);
+    check_gpt2(path, j);
+  } catch (const Json::exception& e) {  // a key of the wrong type
+    throw UsageError(fmt::format("train.init_from: {}: unexpected value: {}", path, e.what()));
+  }
 }
 
 Json hf_config_json(const ModelConfig& m) {

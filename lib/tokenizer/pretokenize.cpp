@@ -40,7 +40,8 @@ void Pretokenizer::split(std::string_view text, std::vector<std::string_view>& w
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos < text.size()) {
-    int rc = pcre2_match(code, subject, text.size(), pos, 0, state_->match, state_->context);
+    // NOTEMPTY: a file's pattern may match the empty string somewhere; words are never empty.
+    int rc = pcre2_match(code, subject, text.size(), pos, PCRE2_NOTEMPTY, state_->match, state_->context);
     if (rc == PCRE2_ERROR_NOMATCH) {
       words.push_back(text.substr(pos));  // trailing invalid UTF-8
       return;
