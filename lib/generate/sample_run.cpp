@@ -11,8 +11,8 @@
 #include "ckpt/checkpoint_restore.h"
 #include "comm/backend.h"
 #include "data/dataset_tokenizer.h"
+#include "model/model.h"
 #include "tokenizer/bpe.h"
-#include "model/gpt2.h"
 #include "parallel/layout.h"
 #include "parallel/sharded_model.h"
 #include "util/error.h"
@@ -104,14 +104,14 @@ int run_sampling(const Config& config, const RendezvousInfo& rendezvous, bool si
                              : std::make_unique<Communicator>(rendezvous, layout.mesh, runtime);
   ShardedModel model(std::move(layout), *comm, static_cast<uint64_t>(config.train.seed));
   restore_parameters(model, options.checkpoint);
-  const Gpt2 gpt(config.model);
+  const std::unique_ptr<Model> net = make_model(config.model);
   const bool leader = comm->rank() == 0;
   std::FILE* sink = leader ? open_text_sink(options) : nullptr;
   if (leader && !options.prompt.empty()) std::fputs(options.prompt.c_str(), sink);
   GenerateOptions generate_options = options.generate;
   generate_options.vocab_size = tokenizer.vocab_size;
   const auto start = std::chrono::steady_clock::now();
-  generate(model, gpt, prompt, generate_options, [&](int64_t token) {
+  generate(model, *net, prompt, generate_options, [&](int64_t token) {
     if (!leader) return;
     const std::string piece = decode(tokenizer, {token});
     std::fwrite(piece.data(), 1, piece.size(), sink);

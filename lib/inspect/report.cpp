@@ -122,8 +122,10 @@ std::string memory_text(const Config& config, const ModelLayout& layout, std::op
   line(activations_label(sharded), sharded.activations, single.activations);
   line("total", sharded.total(), single.total());
   const auto& m = config.model;
+  const int64_t positional = num_params(m) - num_params(m, /*include_position_embedding=*/false);
   return text_table(rows, "lrrr") +
-         fmt::format("  ({} parameters; {} of them in position embeddings)\n", num_params(m), m.block_size * m.n_embd) +
+         (positional > 0 ? fmt::format("  ({} parameters; {} of them in position embeddings)\n", num_params(m), positional)
+                         : fmt::format("  ({} parameters)\n", num_params(m))) +
          "verdict: " + memory_verdict(sharded, config, device_bytes) + "\n";
 }
 

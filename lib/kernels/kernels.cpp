@@ -151,6 +151,14 @@ at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
   return at::gelu(bias.defined() ? h + bias : h, "tanh");
 }
 
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor x32 = x.to(at::kFloat);
+  const at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
 // ---- Optimizer and norms ----
 
 void adamw_update(at::Tensor& p, const at::Tensor& g_in, at::Tensor& m, at::Tensor& v, const AdamWScalars& s) {

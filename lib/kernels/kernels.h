@@ -65,6 +65,13 @@ at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, cons
 // GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1).
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor());
 
+// Llama's SwiGLU: silu(gate) * up, elementwise.
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
+
+// RMSNorm over x's last dim: x / sqrt(mean(x^2) + eps) * weight, the statistics in float32
+// whatever x's dtype (as Hugging Face's LlamaRMSNorm); weight of size x.size(-1).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
 // ---- Optimizer and norms ----
 
 // One AdamW step's numbers for one parameter.

@@ -53,6 +53,26 @@ std::vector<SizeSource> size_sources(const ModelConfig& config);
 // Number of parameters excluding padding; position embeddings (GPT-2's wpe) only when asked.
 int64_t num_params(const ModelConfig& config, bool include_position_embedding = true);
 
+// Layer 0's dense weights by role, read off the table's logical axes (the memory estimate and
+// the step cost size a block from them without naming a family): attention's input projections
+// (embed -> heads), its output (heads -> embed), the MLP's input projections (embed -> mlp; two
+// when gated) and its output (mlp -> embed).
+struct BlockWeights {
+  std::vector<const ParamInfo*> attention_in, attention_out, mlp_in, mlp_out;
+  std::vector<const ParamInfo*> all() const;
+};
+BlockWeights block_weights(const std::vector<ParamInfo>& table);
+
+// What a family's elementwise ops keep for backward beside the dense layers' inputs (the memory
+// estimate's model; per token, in float32 numbers): each norm's kept copies of the stream and
+// statistics, and the MLP activation's kept hidden-width tensors.
+struct ActivationTraits {
+  int64_t norm_streams = 0;  // LayerNorm 0; RMSNorm 1 (its normalized input, for the scale's gradient)
+  int64_t norm_stats = 2;    // LayerNorm mean and rstd; RMSNorm rstd
+  int64_t mlp_hidden = 1;    // bias+GELU its derivative; SwiGLU gate, silu(gate) and up
+};
+ActivationTraits activation_traits(const ModelConfig& config);
+
 // The table's name of the LM head's (vocab, embed) matrix: wte when tied, else lm_head.
 inline std::string head_table(const ModelConfig& config) { return config.tie_embeddings ? "wte" : "lm_head"; }
 

@@ -165,6 +165,22 @@ at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weigh
   return at::layer_norm(x, {x.size(-1)}, param(weight), b, eps);
 }
 
+at::Tensor ParallelOps::rms_norm(const at::Tensor& x, const std::string& weight, double eps) {
+  return kernels::rms_norm(x, param(weight), eps);  // FSDP: param() gathers the scale
+}
+
+at::Tensor ParallelOps::positions(int64_t length, int64_t first_position, const at::Tensor& document_starts) {
+  const at::Device device = shard(model_.layout().params.front().info.name).device();
+  // Under context parallelism this rank's attention holds its two head-tail chunks; elsewhere
+  // (sequence parallelism included: attention sees the gathered sequence) the whole sequence.
+  at::Tensor positions = context_parallel() ? context_positions(length, context_split(), device)
+                                            : at::arange(length, at::TensorOptions().dtype(at::kLong).device(device));
+  positions = (positions + first_position).unsqueeze(0);  // (1, length)
+  if (!document_starts.defined()) return positions;
+  const at::Tensor starts = context_parallel() ? take_context_chunks(document_starts, 1, context_split()) : document_starts;
+  return positions - starts;  // (B, length)
+}
+
 at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
                                          const at::Tensor& document_starts) {
   // The dropout mask is this rank's block of dropout() of ones: multipliers that are a pure
@@ -228,6 +244,8 @@ at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) 
   // size of its input, which recomputation would have to keep instead.
   return kernels::bias_gelu(h, bias.empty() ? at::Tensor() : param(bias));
 }
+
+at::Tensor ParallelOps::swiglu(const at::Tensor& gate, const at::Tensor& up) { return kernels::swiglu(gate, up); }
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
   if (model_.layout().model.dropout <= 0) return x;

@@ -40,6 +40,8 @@ class ParallelOps : public ModelOps {
   at::Tensor dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
                    int64_t contracted_dims) override;
   at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) override;
+  at::Tensor rms_norm(const at::Tensor& x, const std::string& weight, double eps) override;
+  at::Tensor positions(int64_t length, int64_t first_position, const at::Tensor& document_starts) override;
   at::Tensor embed(const std::string& table, const at::Tensor& ids) override;
   at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
   at::Tensor tied_head_row_losses(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
@@ -48,6 +50,7 @@ class ParallelOps : public ModelOps {
   at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
                               const at::Tensor& document_starts) override;
   at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) override;
+  at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) override;
   at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;
   at::Tensor constrain(const at::Tensor& x, const std::vector<std::string>& logical) override;
   at::Tensor block(const at::Tensor& x, std::function<at::Tensor(const at::Tensor&)> body) override;

@@ -113,7 +113,7 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   s.stage_link = std::make_unique<StageLink>(s.model->layout(), *s.comm);
   s.grad_sync = std::make_unique<GradientSync>(
       *s.model, static_cast<int64_t>(config.runtime.grad_bucket_mb * 1024 * 1024));
-  s.gpt = std::make_unique<Gpt2>(config.model);
+  s.net = make_model(config.model);
   std::vector<bool> decay;
   for (const auto& p : s.model->layout().params) decay.push_back(p.info.weight_decay);
   s.optimizer = std::make_unique<AdamW>(s.model->params(), decay, config.train);

@@ -10,7 +10,7 @@
 #include "config/config.h"
 #include "data/loader.h"
 #include "data/token_file.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "optim/adamw.h"
 #include "parallel/grad_sync.h"
 #include "parallel/sharded_model.h"
@@ -24,7 +24,7 @@ struct TrainState {
   std::unique_ptr<ShardedModel> model;
   std::unique_ptr<StageLink> stage_link;    // this rank's pipeline stage (the only one without stages)
   std::unique_ptr<GradientSync> grad_sync;  // after model: its hooks go before the parameters
-  std::unique_ptr<Gpt2> gpt;
+  std::unique_ptr<Model> net;  // the family's forward (model.arch)
   std::unique_ptr<AdamW> optimizer;
   std::shared_ptr<const TokenDataset> val_data;  // null when eval is off or a blend has no data.val
   // A blend's per-source validation sets (data.sources[i].val), by name; empty when eval is off.

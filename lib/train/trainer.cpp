@@ -115,7 +115,7 @@ void print_sample(TrainState& state, const DatasetMeta& tokenizer) {
   options.vocab_size = tokenizer.vocab_size;
   options.sampling.seed = static_cast<uint64_t>(state.config.train.seed + state.step);
   const std::vector<int64_t> prompt = prompt_tokens(tokenizer, "");
-  std::vector<int64_t> tokens = generate(*state.model, *state.gpt, prompt, options, nullptr);
+  std::vector<int64_t> tokens = generate(*state.model, *state.net, prompt, options, nullptr);
   tokens.erase(tokens.begin(), tokens.begin() + static_cast<int64_t>(prompt.size()));
   if (state.rank() == 0) fmt::print("sample after step {}:\n{}\n", state.step, decode(tokenizer, tokens));
 }

@@ -589,3 +589,54 @@ TEST_CASE("config: load_config reads files and names them in errors") {
   message = error_of([&] { spmd::load_config(dir.path()); });
   CHECK(contains(message, dir.path() + ": cannot read config file"));
 }
+
+TEST_CASE("config: model.arch llama: its defaults, its keys' checks, and its keys refused for gpt2") {
+  const Config gpt2 = parse_config("model: {n_head: 4, n_embd: 32}\n", "t.yaml");
+  CHECK(gpt2.model.arch == spmd::ModelArch::kGpt2);
+  CHECK(gpt2.model.tie_embeddings);
+  CHECK(!contains(gpt2.resolved_yaml, "arch"));  // gpt2 configs print as before
+  const Config llama = parse_config("model: {arch: llama, n_head: 4, n_embd: 32}\n", "t.yaml");
+  CHECK(llama.model.n_kv_head == 4);
+  CHECK(llama.model.intermediate_size == 128);
+  CHECK(!llama.model.tie_embeddings);
+  CHECK(!llama.model.bias);
+  CHECK(llama.model.rope_scaling.factor == 0);
+  const Config scaled = parse_config(
+      "model:\n  arch: llama\n  n_head: 4\n  n_kv_head: 2\n  n_embd: 32\n  rope_theta: 500000\n"
+      "  rope_scaling: {factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192}\n",
+      "t.yaml");
+  CHECK(scaled.model.rope_scaling.factor == 8);
+  CHECK(scaled.model.rope_scaling.original_max_position_embeddings == 8192);
+  // The resolved YAML reads back to the same model.
+  const Config again = parse_config(scaled.resolved_yaml, "resolved.yaml");
+  CHECK(again.model.arch == spmd::ModelArch::kLlama);
+  CHECK(again.model.n_kv_head == 2);
+  CHECK(again.model.rope_theta == 500000);
+  CHECK(again.model.rope_scaling.high_freq_factor == 4);
+  CHECK(again.model.tie_embeddings == false);
+
+  check_error("model: {arch: llama, n_head: 4, n_kv_head: 3, n_embd: 32}\n", "t.yaml:1:44",
+              "model.n_kv_head: expected a divisor of model.n_head = 4");
+  check_error("model: {arch: llama, bias: true}\n", "t.yaml:1:28", "model.bias: expected false: llama has no biases");
+  check_error("model: {arch: llama2}\n", "t.yaml:1:15", "model.arch: expected one of gpt2, llama");
+  check_error("model: {n_kv_head: 2}\n", "t.yaml:1:20", "model.n_kv_head: is a llama key (model.arch: llama)");
+  check_error("model: {arch: llama, rope_scaling: {factor: 8}}\n", "t.yaml:1:36", "model.rope_scaling.low_freq_factor: missing");
+  check_error("model: {arch: llama, rope_scaling: {factor: 8, low_freq_factor: 4, high_freq_factor: 1, "
+              "original_max_position_embeddings: 8192}}\n",
+              "t.yaml:1:86", "model.rope_scaling.high_freq_factor: expected a number above low_freq_factor = 4.0");
+  check_error("model: {arch: llama, rms_norm_eps: 0}\n", "t.yaml:1:36", "model.rms_norm_eps: expected a number in (0, 1)");
+}
+
+TEST_CASE("config: llama key/value heads that do not divide over their axis name model.n_kv_head") {
+  const std::string message = error_of([] {
+    spmd::plan_layout(parse_config("mesh: {shape: [1, 4], axes: [data, model]}\n"
+                                   "sharding_rules: [[batch, data], [heads, model], [mlp, model], [vocab, model], [embed, null], "
+                                   "[seq, null], [kv, null]]\n"
+                                   "model: {arch: llama, n_head: 4, n_kv_head: 2, n_embd: 32}\n",
+                                   "t.yaml"));
+  });
+  CAPTURE(message);
+  CHECK(contains(message, "h.0.attn.k.weight: dim 1 (logical axis 'heads', model.n_kv_head = 2) does not divide over "
+                          "mesh axis 'model' of size 4"));
+  CHECK(contains(message, "set model.n_kv_head to 4"));
+}
