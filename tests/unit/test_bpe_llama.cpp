@@ -1,11 +1,15 @@
 // A Llama 3 style tokenizer.json: its Split pattern read from the file, added tokens found in the
 // text, ignore_merges, a <|begin_of_text|> template that starts every document (the first too),
-// the dataset keeping the file; unsupported fields are usage errors naming the file and the field.
-#include <doctest/doctest.h>
-
+// the dataset keeping the file and sample's prompt starting with the token; unsupported fields are usage errors naming the file and the field.
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
+
+#include "generate/sample_run.h"
+
+// libtorch pulls in glog, whose CHECK would silently replace doctest's.
+#undef CHECK
+#include <doctest/doctest.h>
 
 #include "tokenizer/bpe.h"
 #include "tokenizer/bpe_files.h"
@@ -116,6 +120,10 @@ TEST_CASE("bpe llama: prepare starts every document with the start token and kee
   CHECK(spmd::tokenizer_files(back) == std::vector<std::string>{"meta.json", "tokenizer.json"});
   CHECK(spmd::encode(back, "<|begin_of_text|>abc") == std::vector<int64_t>{258, 257});
   CHECK(spmd::decode(back, {258, 256, 259}) == "<|begin_of_text|>ab<|end_of_text|>");
+  // sample's prompt starts as every training document did, once.
+  CHECK(spmd::prompt_tokens(back, "abc") == std::vector<int64_t>{258, 257});
+  CHECK(spmd::prompt_tokens(back, "<|begin_of_text|>abc") == std::vector<int64_t>{258, 257});
+  CHECK(spmd::prompt_tokens(back, "") == std::vector<int64_t>{258});
 }
 
 TEST_CASE("bpe llama: unsupported tokenizer.json fields are usage errors naming the file and the field") {
