@@ -866,14 +866,23 @@ TEST_CASE("tokenizer: mutated vocab.json, merges.txt and tokenizer.json through 
                                 {"pattern", {{"Regex", "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
                                                        "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
                                 {"behavior", "Isolated"}};
-  const nlohmann::json start = {{"SpecialToken", {{"id", "<|begin_of_text|>"}}}};
-  const std::string llama_tokenizer_json =
-      nlohmann::json{
-          {"model", {{"type", "BPE"}, {"ignore_merges", true}, {"vocab", seed_vocab}, {"merges", merges_list}}},
-          {"added_tokens", {{{"id", seed_vocab.size()}, {"content", "<|begin_of_text|>"}, {"special", true}}}},
-          {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", {split, {{"type", "ByteLevel"}, {"use_regex", false}}}}}},
-          {"post_processor", {{"type", "TemplateProcessing"}, {"single", {start, {{"Sequence", {{"id", "A"}}}}}}}}}}
-          .dump();
+  const nlohmann::json single = nlohmann::json::array(
+      {{{"SpecialToken", {{"id", "<|begin_of_text|>"}}}}, {{"Sequence", {{"id", "A"}}}}});
+  nlohmann::json llama = {{"model", model}};
+  llama["model"]["ignore_merges"] = true;
+  llama["added_tokens"] = nlohmann::json::array(
+      {{{"id", seed_vocab.size()}, {"content", "<|begin_of_text|>"}, {"special", true}}});
+  llama["pre_tokenizer"] = {{"type", "Sequence"},
+                            {"pretokenizers", {split, {{"type", "ByteLevel"}, {"use_regex", false}}}}};
+  llama["post_processor"] = {{"type", "TemplateProcessing"}, {"single", single}};
+  const std::string llama_tokenizer_json = llama.dump();
+  {  // both seeds load: a mutant's failure is the mutation's
+    TempDir tmp;
+    for (const std::string* text : {&gpt2_tokenizer_json, &llama_tokenizer_json}) {
+      write_file(tmp.file("tokenizer.json"), *text);
+      CHECK(spmd::read_tokenizer_json(tmp.file("tokenizer.json")).encode("the cat").size() > 0);
+    }
+  }
   static const std::vector<std::string> kInserts = {"\"", "{", "}", "[", "]", ",", ":", "null", "-1",
                                                    "99999999999999999999", "1e400", "\xff\xfe", "\xc3", "\n",
                                                    "#version: 0.2\n", " ", "\"\\u0000\"", "\"\\ud800\""};
