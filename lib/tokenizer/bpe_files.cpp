@@ -264,7 +264,7 @@ void check_neutral_fields(const Json& j, const Json& model, const std::string& p
 // added_tokens: [{id, content, special, lstrip, rstrip, single_word, normalized}]. Tokens not in
 // model.vocab join the vocabulary at their ids; all are found in text by their content.
 VocabEntries added_entries(const Json& j, const Json& model_vocab, const std::string& path,
-                           std::vector<std::string>& contents) {
+                           std::vector<std::pair<std::string, bool>>& contents) {
   VocabEntries extra;
   const Json list = j.value("added_tokens", Json::array());
   require(list.is_array(), path, "added_tokens", list, "a list");
@@ -284,7 +284,7 @@ VocabEntries added_entries(const Json& j, const Json& model_vocab, const std::st
     } else {
       extra.emplace_back(content, id);
     }
-    contents.push_back(content);
+    contents.emplace_back(content, t.value("special", false));
   }
   return extra;
 }
@@ -331,12 +331,14 @@ BpeTokenizer read_tokenizer_json(const std::string& path) {
     const std::string origin = path + ": model.vocab";
     const Json& model_vocab = model.at("vocab");
     VocabEntries entries = vocab_entries_of(model_vocab, origin);
-    std::vector<std::string> added;
+    std::vector<std::pair<std::string, bool>> added;  // content, special
     for (auto& entry : added_entries(j, model_vocab, path, added)) entries.push_back(std::move(entry));
     Vocab v = vocab_from_entries(std::move(entries), origin);
-    for (const std::string& content : added) {
+    for (const auto& [content, special] : added) {
       const int32_t id = v.id_of.at(content);
-      v.tokens[id] = {content, true};  // decodes to its own text, as tokenizers' decode does
+      // A special token, or one outside the byte-level vocabulary, decodes to its own text (as
+      // tokenizers' decode gives it); a plain one of model.vocab stays a BPE token.
+      if (special || v.tokens[id].bytes != content) v.tokens[id] = {content, true};
       rules.added_in_text.push_back(id);
     }
     std::vector<BpeMerge> merges;
