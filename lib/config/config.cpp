@@ -70,11 +70,22 @@ Field<ModelConfig> rope_scaling_field() {
   return {key, read, emit};
 }
 
+// A positive integer whose default, 0, stands for a value derived from other keys after reading
+// (read_model): checked only where given.
+Field<ModelConfig> positive_if_given(const std::string& key, int64_t ModelConfig::*member) {
+  Field<ModelConfig> f = plain(key, member);
+  f.read = [key, member](const MapReader& r, ModelConfig& m) {
+    if (!r.has(key)) return;
+    r.read(key, m.*member);
+    r.check(key, m.*member > 0, "expected a positive integer");
+  };
+  return f;
+}
+
 const Section<ModelConfig>& model_section() {
   using M = ModelConfig;
   auto llama = [](const M& m) { return m.arch == ModelArch::kLlama; };
   static const Section<M> section{"model", {
-      enum_choice("arch", &M::arch, {ModelArch::kGpt2, ModelArch::kLlama}).emitted_if(llama),
       positive("vocab_size", &M::vocab_size),
       positive("block_size", &M::block_size),
       positive("n_layer", &M::n_layer)
@@ -85,8 +96,9 @@ const Section<ModelConfig>& model_section() {
       fraction("dropout", &M::dropout),
       plain("bias", &M::bias),
       enum_choice("matmul_dtype", &M::matmul_dtype, {MatmulDtype::kFloat32, MatmulDtype::kBFloat16}),
-      positive("n_kv_head", &M::n_kv_head).emitted_if(llama),
-      positive("intermediate_size", &M::intermediate_size).emitted_if(llama),
+      enum_choice("arch", &M::arch, {ModelArch::kGpt2, ModelArch::kLlama}).emitted_if(llama),
+      positive_if_given("n_kv_head", &M::n_kv_head).emitted_if(llama),
+      positive_if_given("intermediate_size", &M::intermediate_size).emitted_if(llama),
       checked("rms_norm_eps", &M::rms_norm_eps, [](double v) { return v > 0 && v < 1; },
               "expected a number in (0, 1)").emitted_if(llama),
       checked("rope_theta", &M::rope_theta, [](double v) { return v > 1 && std::isfinite(v); },

@@ -245,18 +245,21 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.ring_attention = d.context_split > 1 && layout.context_exchange == ContextExchange::kRing;
   // A dense layer keeps its input in the operand dtype (and a bf16 copy of its weight), except an
   // FSDP layer, which keeps its fp32 input and gathers the weight again in backward. Layers that
-  // read one input share its fp32 copy; each makes its own bf16 one.
+  // read one fp32 input share it; each makes its own bf16 copy, and under sequence parallelism
+  // each column-parallel layer its own gathered sequence.
   const int64_t operand = operand_bytes(m.matmul_dtype);
   auto keep = [&](const std::vector<const ParamInfo*>& group, int64_t& in_bytes, int64_t& copies) {
-    bool fp32_kept = operand == kFloatBytes;
-    int64_t bf16 = 0;
+    int64_t shared = 0, own = 0;
     for (const ParamInfo* info : group) {
       const ParamLayout& p = layout.param(info->name);
       const bool fsdp = gathered(layout, p);
-      if (fsdp) fp32_kept = true;
-      if (!fsdp && operand != kFloatBytes) bf16 += operand, copies += p.sharding.shard_numel() * operand;
+      const int64_t bytes = fsdp ? kFloatBytes : operand;
+      const bool gathered_input = d.seq_split > 1 && !p.output_tp_axes().empty();
+      if (gathered_input || bytes != kFloatBytes) own += bytes;
+      else shared = kFloatBytes;
+      if (!fsdp && operand != kFloatBytes) copies += p.sharding.shard_numel() * operand;
     }
-    in_bytes = (fp32_kept ? kFloatBytes : 0) + bf16;
+    in_bytes = shared + own;
   };
   keep(w.attention_in, d.attn_in, d.block_weight_copies);
   keep(w.attention_out, d.attn_proj_in, d.block_weight_copies);

@@ -170,7 +170,7 @@ at::Tensor ParallelOps::rms_norm(const at::Tensor& x, const std::string& weight,
 }
 
 at::Tensor ParallelOps::positions(int64_t length, int64_t first_position, const at::Tensor& document_starts) {
-  const at::Device device = shard(model_.layout().params.front().info.name).device();
+  const at::Device device = model_.comm().device();
   // Under context parallelism this rank's attention holds its two head-tail chunks; elsewhere
   // (sequence parallelism included: attention sees the gathered sequence) the whole sequence.
   at::Tensor positions = context_parallel() ? context_positions(length, context_split(), device)

@@ -163,6 +163,29 @@ TEST_CASE("inspect: the GPT-2 124M configs hold GPT-2 small's 124,439,808 parame
   CHECK(inspect_json("gpt2-124m-tp4.yaml")["totals"]["param_bytes_global"].get<double>() == expected + 3 * 768 * 4);
 }
 
+TEST_CASE("inspect: llama configs: SmolLM2-135M's 134,515,008 parameters, and llama-tiny's key/value heads split") {
+  // 30 blocks of q, o 576^2, k, v 576 x 192, gate, up, down 576 x 1536, two norms; ln_f; the tied
+  // 49152 x 576 embedding: the count Hugging Face reports for SmolLM2-135M.
+  const nlohmann::json smol = inspect_json("smollm2-135m.yaml");
+  CHECK(smol["totals"]["param_bytes_global"].get<double>() == 134515008.0 * 4);
+  const nlohmann::json tiny = inspect_json("llama-tiny.yaml");  // [2, 2] data x model, 4 heads, 2 key/value heads
+  bool seen_k = false, seen_head = false;
+  for (const auto& p : tiny["params"]) {
+    if (p["name"] == "h.0.attn.k.weight") {
+      seen_k = true;
+      CHECK(p["shape"] == nlohmann::json{128, 2, 32});
+      CHECK(p["shard_shape"] == nlohmann::json{128, 1, 32});  // one key/value head per model rank
+    }
+    if (p["name"] == "lm_head") {
+      seen_head = true;
+      CHECK(p["logical"] == nlohmann::json{"vocab", "embed"});
+    }
+    CHECK(p["name"] != "wpe");
+  }
+  CHECK(seen_k);
+  CHECK(seen_head);
+}
+
 TEST_CASE("inspect: a pipeline's stages, what they hold, their memory and the bubble") {
   TempDir dir;
   const std::string path = dir.file("pipeline.yaml");

@@ -65,7 +65,7 @@ TEST_CASE("llama: tied head, dropout and microbatches on data x tensor parallel 
 }
 
 TEST_CASE("llama: 1F1B and interleaved pipelines, untied and tied, match one process") {
-  const auto stages = mesh("[2]", "[stage]", "[[batch, null], [layers, stage], " + kOthers + "]");
+  const auto stages = mesh("[2]", "[stage]", "[[batch, null], [layers, stage], [seq, null], " + kOthers + "]");
   for (const char* tied : {"false", "true"}) {
     CAPTURE(tied);
     check_cases({"--set", "model.n_layer=4", "--set", std::string("model.tie_embeddings=") + tied},

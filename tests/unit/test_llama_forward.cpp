@@ -159,7 +159,10 @@ TEST_CASE("llama rmsnorm: x / sqrt(mean(x^2) + eps) x scale, statistics in float
   const at::Tensor xb = x.to(at::kBFloat16);
   const at::Tensor x32 = xb.to(at::kDouble);
   const at::Tensor want_b = (x32 / (x32.pow(2).mean(-1, true) + eps).sqrt()).to(at::kBFloat16).to(at::kDouble) * w;
-  CHECK(max_abs_diff(kernels::rms_norm(xb, w.to(at::kFloat), eps).to(at::kDouble), want_b) < 1e-5);
+  // Within one bf16 rounding of the normalized value (the float32 and double statistics may round
+  // a value on a bf16 boundary apart).
+  const at::Tensor got_b = kernels::rms_norm(xb, w.to(at::kFloat), eps).to(at::kDouble);
+  CHECK(((got_b - want_b).abs() <= want_b.abs() / 128 + 1e-5).all().item<bool>());
 }
 
 TEST_CASE("llama gqa: 2 key/value heads for 4 query heads equal 4 heads whose key/value weights repeat each") {
@@ -201,7 +204,7 @@ TEST_CASE("llama decoding: a key/value cache of n_kv_head heads gives the whole 
   CHECK(max_abs_diff(last, model.next_token_logits(idx, ops, nullptr)) < 1e-4);
 }
 
-TEST_CASE("llama table: names, shapes and logical axes; tied has no lm_head, untied's is after the stack only") {
+TEST_CASE("llama table: names, shapes and logical axes, no lm_head when tied, an untied one after the stack only") {
   ModelConfig m = tiny_llama(2);
   const auto untied = param_table(m, 48);
   auto find = [](const std::vector<ParamInfo>& t, const std::string& name) -> const ParamInfo* {
