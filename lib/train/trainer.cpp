@@ -16,6 +16,7 @@
 
 #include "ckpt/checkpoint_restore.h"
 #include "hf/hf_import.h"
+#include "hf/name_map.h"
 #include "comm/backend.h"
 #include "data/dataset_tokenizer.h"
 #include "generate/generate.h"
@@ -140,7 +141,8 @@ bool restore_or_initialize(TrainState& state, const Config& config, const TrainO
     fmt::print("--resume auto: no checkpoint in {} yet, starting from step 0\n", config.checkpoint.dir);
   if (!resuming && !config.train.init_from.empty()) {  // when resuming, the checkpoint wins
     load_hf_checkpoint(*state.model, config.train.init_from);
-    if (leader) fmt::print("initialized from Hugging Face GPT-2 checkpoint {}\n", config.train.init_from);
+    if (leader)
+      fmt::print("initialized from Hugging Face {} checkpoint {}\n", hf_map(config.model).family, config.train.init_from);
   }
   if (!test_hooks().dump_init_dir.empty()) dump_parameters(*state.model, test_hooks().dump_init_dir);
   if (resuming) {
