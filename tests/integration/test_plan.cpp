@@ -167,7 +167,8 @@ TEST_CASE("plan: ranked by predicted step time, within the budget, and compute i
     if (i > 0) CHECK(fitting[i]["step_s"].get<double>() >= fitting[i - 1]["step_s"].get<double>());
   }
   // Pure data parallelism without microbatches or remat: each device forwards and backwards B/4 rows.
-  const double B = 8.0 / 4, T = 16, C = 32, L = 2, V = 72;
+  // The head multiplies the padded vocabulary: 72 ids padded to a multiple of 64.
+  const double B = 8.0 / 4, T = 16, C = 32, L = 2, V = 128;
   const double flops = 3 * B * T * (L * (24 * C * C + 4 * T * C) + 2 * C * V);
   // Context parallelism over 4: each device holds a quarter of every row's positions, the same
   // tokens as DP4 (their queries attend over all T keys); per block the (B, T, 2C) keys and values
