@@ -73,17 +73,6 @@ at::Tensor Gpt2::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool train
   return h + mlp(layer_norm(h, fmt::format("h.{}.ln_2", l), ops), l, ops, training);
 }
 
-at::Tensor Gpt2::blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training,
-                        const at::Tensor& document_starts) const {
-  for (int64_t l = begin; l < end; ++l) {
-    x = ops.constrain(x, kResidual);
-    x = ops.block(x, [this, l, &ops, training, document_starts](const at::Tensor& in) {
-      return block(in, l, ops, training, nullptr, document_starts);
-    });
-  }
-  return x;
-}
-
 at::Tensor Gpt2::next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache* cache) const {
   const int64_t first = cache ? cache->length : 0;
   SPMD_ASSERT(first + idx.size(1) <= config_.block_size, "decoding past block_size: {} + {} > {}", first,

@@ -82,17 +82,6 @@ at::Tensor Llama::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool trai
   return h + mlp(ops.rms_norm(h, fmt::format("h.{}.mlp_norm.weight", l), eps), l, ops, training);
 }
 
-at::Tensor Llama::blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training,
-                         const at::Tensor& document_starts) const {
-  for (int64_t l = begin; l < end; ++l) {
-    x = ops.constrain(x, kResidual);
-    x = ops.block(x, [this, l, &ops, training, document_starts](const at::Tensor& in) {
-      return block(in, l, ops, training, nullptr, document_starts);
-    });
-  }
-  return x;
-}
-
 at::Tensor Llama::next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache* cache) const {
   const int64_t first = cache ? cache->length : 0;
   SPMD_ASSERT(first + idx.size(1) <= config_.block_size, "decoding past block_size: {} + {} > {}", first,

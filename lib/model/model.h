@@ -31,8 +31,8 @@ class Model {
   // the head's mean cross-entropy.
   virtual at::Tensor embed(const at::Tensor& idx, ModelOps& ops, bool training, int64_t first_position = 0,
                            const at::Tensor& document_starts = at::Tensor()) const = 0;
-  virtual at::Tensor blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training,
-                            const at::Tensor& document_starts = at::Tensor()) const = 0;
+  at::Tensor blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training,
+                    const at::Tensor& document_starts = at::Tensor()) const;
   virtual at::Tensor head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const = 0;
   // Evaluation: each row's summed cross-entropy over the positions whose target is not negative
   // ((B,) float, whole on every rank of the last stage).
@@ -48,6 +48,9 @@ class Model {
 
  protected:
   explicit Model(const ModelConfig& config) : config_(config) {}
+  // Block `layer` of the stack on the residual stream x; with a cache, decoding (no dropout).
+  virtual at::Tensor block(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache,
+                           const at::Tensor& document_starts) const = 0;
   ModelConfig config_;
 };
 
