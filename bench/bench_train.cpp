@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "device_profile.h"
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "model/params.h"
@@ -77,7 +79,7 @@ void setup_bench(CLI::App& app, BenchOptions& opt) {
   app.add_option("--json", opt.json_path, "write the results as JSON here (rank 0)");
   app.add_option("--trace", opt.trace_path,
                  "after the timed steps, profile 3 more with libtorch's profiler into this chrome://tracing "
-                 "file (rank 0; per-op times)");
+                 "file (rank 0; per-op times; on CUDA the GPU's kernels too, summed by name in the report)");
   app.add_flag("--default-allocator", opt.default_allocator,
                "keep libtorch's CPU allocator (glibc maps and unmaps every block over 32 MiB each step) instead "
                "of install_caching_cpu_allocator()");
@@ -413,11 +415,14 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   // The timed steps' wall time from outside: the steps' own times must add up to it (each is
   // timed to a synchronized end, so none leaves device work to the next).
   const double timed_loop_ms = std::chrono::duration<double, std::milli>(Clock::now() - timed_start).count();
-  if (!opt.trace_path.empty()) {
-    // Every rank steps (the collectives need them all); rank 0 records.
+  std::optional<spmd::bench::DeviceProfile> device_profile;
+  if (!opt.trace_path.empty() && device.is_cuda() && leader) {
+    // Kineto records the kernels the GPU ran; every rank steps (the collectives need them all).
+    device_profile = spmd::bench::profile_device_steps(opt.trace_path, 3, [&] { spmd::train_step_synchronized(state); });
+  } else if (!opt.trace_path.empty()) {
     std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
-    if (leader) profile = std::make_unique<torch::autograd::profiler::RecordProfile>(opt.trace_path);
-    for (int k = 0; k < 3; ++k) spmd::train_step(state);
+    if (leader && !device.is_cuda()) profile = std::make_unique<torch::autograd::profiler::RecordProfile>(opt.trace_path);
+    for (int k = 0; k < 3; ++k) spmd::train_step_synchronized(state);
   }
   world.barrier();
   peak_gflops_rank = std::max(peak_gflops_rank, measure_matmul_gflops(opt.peak_size, peak_dtype, device));
@@ -524,6 +529,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     fmt::print("  FSDP gathers       {} weight uses, {} served by a prefetched all-gather (prefetch {})\n", fsdp_uses,
                fsdp_prefetched, prefetcher.enabled() ? "on" : "off");
   if (pipeline.stages > 1) print_pipeline(pipeline, config);
+  if (device_profile) spmd::bench::print_device_profile(*device_profile, 15);
   fmt::print("  loss               {:.4f} -> {:.4f} over the timed steps\n", losses.front(), losses.back());
 
   if (!opt.json_path.empty()) {
@@ -590,6 +596,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["max_rss_mib_max"] = rss_max;
     j["loadavg_1m"] = load[0];
     if (pipeline.stages > 1) j["pipeline"] = pipeline_json(pipeline, config);
+    if (device_profile) j["device_profile"] = spmd::bench::device_profile_json(*device_profile, 30);
     std::ofstream out(opt.json_path);
     SPMD_CHECK(out.good(), "cannot write {}", opt.json_path);
     out << j.dump(2) << "\n";

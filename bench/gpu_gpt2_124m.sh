@@ -115,7 +115,10 @@ ours=(--config configs/gpt2-124m.yaml --set "data.train=$tokens" --set "data.val
       --set "data.batch_size=$batch" --set runtime.device=cuda --set runtime.backend=nccl
       --warmup 5 --steps 20 --peak-size 8192)
 for r in $(seq 1 "$rounds"); do
-  run ours "$r" "$build/bench/bench_train" "${ours[@]}" --json "$outdir/ours-$r.json"
+  # Round 1 also profiles 3 more steps: the GPU's kernels by name (bench_train's "device profile").
+  trace=()
+  [ "$r" = 1 ] && trace=(--trace "$outdir/trace-ours.json")
+  run ours "$r" "$build/bench/bench_train" "${ours[@]}" "${trace[@]}" --json "$outdir/ours-$r.json"
   run eager "$r" "$python" bench/gpt2_pytorch.py --data "$tokens" --batch "$batch" --json "$outdir/eager-$r.json"
   run compile "$r" "$python" bench/gpt2_pytorch.py --data "$tokens" --batch "$batch" --compile --json "$outdir/compile-$r.json"
 done
@@ -185,5 +188,12 @@ for label, minutes, peak in (("llm.c, 8x A100 SXM, published (per GPU)", 90, 312
     tps = 10e9 / (minutes * 60) / 8
     mfu = f"{100 * tps * flops / (peak * 1e12):.0f}% of {peak}" if flops else ""
     print(f"| {label} | {tps:,.0f} | | | {mfu} | |")
+# Where spmd-train's step went on the device (round 1's profile of 3 more steps).
+prof = ours[0].get("device_profile") if ours else None
+if prof:
+    print(f"\nspmd-train's device profile: busy {prof['device_busy_ms_per_step']:.1f} of "
+          f"{prof['wall_ms_per_step']:.1f} ms a step; the longest kernels (ms a step, calls a step):")
+    for k in prof["kernels"][:12]:
+        print(f"- {k['ms_per_step']:.2f} ms, {k['calls_per_step']:.0f} calls: {k['name'][:100]}")
 PY
 exit "$failed"

@@ -20,8 +20,9 @@ const std::vector<std::string> kCpu{"--set", "runtime.device=cpu", "--set", "run
 // Compared with fp32 CPU numbers: full fp32 products (runtime.tf32 is on by default on CUDA).
 const std::vector<std::string> kCudaNccl{"--set", "runtime.device=cuda", "--set", "runtime.backend=nccl",
                                          "--set", "runtime.tf32=false"};
-// NCCL refuses two ranks on one device: ranks sharing the one GPU talk over Gloo (CUDA tensors).
-const std::vector<std::string> kCudaGloo{"--set", "runtime.device=cuda", "--set", "runtime.backend=gloo",
+// NCCL refuses two ranks on one device: under backend auto, ranks sharing the one GPU talk over Gloo
+// (CUDA tensors), and summary.json names it.
+const std::vector<std::string> kCudaAuto{"--set", "runtime.device=cuda", "--set", "runtime.backend=auto",
                                          "--set", "runtime.tf32=false"};
 const std::vector<std::string> kBf16{"--set", "model.matmul_dtype=bfloat16"};
 
@@ -44,15 +45,17 @@ TEST_CASE("cuda: one CUDA process follows one CPU process to float32 tolerance")
   }
 }
 
-TEST_CASE("cuda: 2 and 4 ranks sharing the GPU over Gloo follow one CPU process on [2,2] and FSDP") {
+TEST_CASE("cuda: 2 and 4 ranks sharing the GPU under backend auto run Gloo and follow one CPU process on [2,2] and FSDP") {
   if (skip_without_gpu()) return;
   TinyRun run;
   Curve cpu = train(run, run.dir.file("cpu"), kCpu);
   for (const TestMesh& mesh : {kHybrid2x2, fsdp(2), fsdp(4)}) {
     CAPTURE(mesh.name);
-    Curve gpu = train(run, run.dir.file("gpu-" + mesh.name), with(mesh_args(mesh), kCudaGloo));
+    const std::string out = run.dir.file("gpu-" + mesh.name);
+    Curve gpu = train(run, out, with(mesh_args(mesh), kCudaAuto));
     MESSAGE(mesh.name << " on CUDA vs 1 CPU process: max relative loss difference " << max_rel_diff(gpu, cpu));
     check_same_curve(gpu, cpu, 2e-4);
+    CHECK(read_summary(out)["backend"] == "gloo");
   }
 }
 
@@ -64,7 +67,7 @@ TEST_CASE("cuda: 2 pipeline stages on one GPU, hand-overs through pinned host me
                         "[[batch, null], [layers, stage], [vocab, null], [heads, null], [mlp, null], [embed, null], "
                         "[seq, null], [kv, null]]"};
   const std::string out = run.dir.file("gpu-stage-2");
-  Curve gpu = train(run, out, with(with(mesh_args(stages), kCudaGloo), {"--set", "train.microbatches=2"}));
+  Curve gpu = train(run, out, with(with(mesh_args(stages), kCudaAuto), {"--set", "train.microbatches=2"}));
   MESSAGE("2 stages on CUDA vs 1 CPU process: max relative loss difference " << max_rel_diff(gpu, cpu));
   check_same_curve(gpu, cpu, 2e-4);
   CHECK(read_summary(out)["pipeline_stages"] == 2);
@@ -93,7 +96,7 @@ TEST_CASE("cuda: bfloat16 matmuls on CUDA stay within bf16 tolerance of one CPU 
   CHECK(max_rel_diff(one, cpu) > 0);  // bf16 is in effect on the GPU
   for (const TestMesh& mesh : {kHybrid2x2, fsdp(4)}) {
     CAPTURE(mesh.name);
-    Curve gpu = train(run, run.dir.file("gpu-bf16-" + mesh.name), with(mesh_args(mesh), with(kCudaGloo, kBf16)));
+    Curve gpu = train(run, run.dir.file("gpu-bf16-" + mesh.name), with(mesh_args(mesh), with(kCudaAuto, kBf16)));
     MESSAGE(mesh.name << " bf16 on CUDA vs fp32 CPU: max relative loss difference " << max_rel_diff(gpu, cpu));
     check_same_curve(gpu, cpu, 1e-2);
   }

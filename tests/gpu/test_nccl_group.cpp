@@ -1,6 +1,8 @@
 // NCCL itself, on the one GPU a test host has: a one-rank ProcessGroupNCCL (the [1,1] training
-// run takes the single-process path and never builds one) runs all-reduce, all-gather and
-// reduce-scatter through the flat calls spmd's Group uses, and the auto backend's GPU check.
+// run takes the single-process path and never builds one) runs every collective spmd's Group calls
+// on a device group: all-reduce, all-gather and reduce-scatter through the flat calls, broadcast and
+// barrier (pipeline hand-overs and the control group's collectives go over Gloo); and the auto
+// backend's GPU check.
 #include <chrono>
 
 #include <ATen/ATen.h>
@@ -16,7 +18,7 @@
 using namespace spmd;
 using spmd::test::skip_without_gpu;
 
-TEST_CASE("nccl: a one-rank ProcessGroupNCCL all-reduces, all-gathers and reduce-scatters CUDA tensors") {
+TEST_CASE("nccl: a one-rank ProcessGroupNCCL all-reduces, all-gathers, reduce-scatters and broadcasts CUDA tensors") {
   if (skip_without_gpu()) return;
   const c10::Device gpu(c10::kCUDA, 0);
   auto backend = make_backend("nccl", c10::make_intrusive<c10d::HashStore>(), 0, 1, std::chrono::seconds(60), "");
@@ -33,6 +35,11 @@ TEST_CASE("nccl: a one-rank ProcessGroupNCCL all-reduces, all-gathers and reduce
   at::Tensor scattered = at::empty({4, 6}, values.options()), whole = values.clone().unsqueeze(0);
   backend->_reduce_scatter_base(scattered, whole)->wait();
   CHECK(at::equal(scattered.cpu(), values.cpu()));
+  std::vector<at::Tensor> broadcast{values.clone()};
+  c10d::BroadcastOptions from_zero;
+  from_zero.rootRank = 0;
+  backend->broadcast(broadcast, from_zero)->wait();
+  CHECK(at::equal(broadcast[0].cpu(), values.cpu()));
   backend->barrier()->wait();
 }
 
