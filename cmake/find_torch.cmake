@@ -63,13 +63,30 @@ else()
   # does not ship (the nvcc package does, and triton, a dependency of torch, carries a copy).
   find_path(_spmd_cuda_crt_include_dir crt/host_defines.h PATHS ${_spmd_nvidia_include_dirs}
             "${_spmd_site_packages}/triton/backends/nvidia/include" NO_DEFAULT_PATH NO_CACHE)
-  # cuda_fp16.h includes nv/target (CCCL's), which some wheels keep under include/cccl.
+  # cuda_fp16.h includes nv/target (CCCL's), which some wheels keep under include/cccl and others
+  # lack (torch 2.11's CUDA 13.0 packages): then a CUDA toolkit's copy serves (nvcc's, CUDA_HOME's,
+  # /usr/local/cuda's; its CCCL folder first, so that none of its other headers is seen), or the
+  # folder SPMD_CCCL_INCLUDE_DIR names.
+  set(SPMD_CCCL_INCLUDE_DIR "" CACHE PATH "A folder holding nv/target (CCCL), where the torch wheel's CUDA headers lack it")
   set(_spmd_cccl_dirs)
   foreach(_dir ${_spmd_nvidia_include_dirs})
     list(APPEND _spmd_cccl_dirs "${_dir}" "${_dir}/cccl")
   endforeach()
-  find_path(_spmd_cuda_cccl_include_dir nv/target PATHS ${_spmd_cccl_dirs}
-            "${_spmd_site_packages}/triton/backends/nvidia/include" NO_DEFAULT_PATH NO_CACHE)
+  list(APPEND _spmd_cccl_dirs "${_spmd_site_packages}/triton/backends/nvidia/include")
+  find_program(_spmd_nvcc nvcc HINTS ENV CUDA_HOME ENV CUDA_PATH PATH_SUFFIXES bin PATHS /usr/local/cuda/bin NO_CACHE)
+  set(_spmd_toolkit_roots "$ENV{CUDA_HOME}" "$ENV{CUDA_PATH}" /usr/local/cuda)
+  if(_spmd_nvcc)
+    get_filename_component(_spmd_nvcc_root "${_spmd_nvcc}/../.." ABSOLUTE)
+    list(PREPEND _spmd_toolkit_roots "${_spmd_nvcc_root}")
+  endif()
+  foreach(_root ${_spmd_toolkit_roots})
+    if(_root)
+      list(APPEND _spmd_cccl_dirs "${_root}/include/cccl" "${_root}/targets/x86_64-linux/include/cccl"
+                                  "${_root}/include" "${_root}/targets/x86_64-linux/include")
+    endif()
+  endforeach()
+  find_path(_spmd_cuda_cccl_include_dir nv/target PATHS ${_spmd_cccl_dirs} ${SPMD_CCCL_INCLUDE_DIR} NO_DEFAULT_PATH
+            NO_CACHE)
   set(_spmd_cuda_include_dirs "${_spmd_cudart_include_dir}")
   foreach(_dir IN ITEMS "${_spmd_cuda_crt_include_dir}" "${_spmd_cuda_cccl_include_dir}")
     if(_dir AND NOT _dir IN_LIST _spmd_cuda_include_dirs)
@@ -84,6 +101,13 @@ else()
       list(APPEND _spmd_wheel_missing "torch/${_file}")
     endif()
   endforeach()
+  if(_spmd_cudart_include_dir AND NOT _spmd_cuda_cccl_include_dir
+     AND EXISTS "${_spmd_cudart_include_dir}/cuda_fp16.h")
+    file(STRINGS "${_spmd_cudart_include_dir}/cuda_fp16.h" _spmd_fp16_needs_cccl REGEX "#include <nv/target>")
+    if(_spmd_fp16_needs_cccl)
+      list(APPEND _spmd_wheel_missing "nv/target (CCCL, which cuda_fp16.h includes; give its folder as -DSPMD_CCCL_INCLUDE_DIR=)")
+    endif()
+  endif()
   if(_spmd_cudart_include_dir)
     # CUDART_VERSION 13020 is CUDA 13.2; libcudart.so.13 beside the header (nvidia/<package>/lib).
     file(STRINGS "${_spmd_cudart_include_dir}/cuda_runtime_api.h" _cudart_version REGEX "^#define CUDART_VERSION +[0-9]+")
