@@ -2,6 +2,7 @@
 // losses and, for training, the gradients; the autograd node hands those gradients out in backward.
 #include "parallel/head_loss.h"
 
+#include <ATen/core/grad_mode.h>
 #include <algorithm>
 #include <cmath>
 

@@ -1,5 +1,6 @@
 // Test helpers: run a program as a real process with a deadline, temporary directories, paths.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>

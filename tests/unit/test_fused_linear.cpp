@@ -2,6 +2,7 @@
 // and transposed (tied-embedding) weights, on 1 and 2 threads, through sgemm_ and at::addmm_out;
 // and cpu::parallel_gemm's row and column splits against at::mm.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 

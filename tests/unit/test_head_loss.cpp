@@ -5,6 +5,7 @@
 // losses; a loss gradient other than 1; bf16 operands against the products of rounded operands.
 // Several members of a vocab-parallel group and FSDP shards: tests/workers/collectives_worker.cpp.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>  // completes c10d::Backend: a Group of one is built here
 
