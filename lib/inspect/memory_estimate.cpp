@@ -73,6 +73,7 @@ struct DeviceShapes {
   bool sdpa_attention = false;
   // Context parallelism by ring attention: it keeps its output and log-sum-exp, no probabilities.
   bool ring_attention = false;
+  bool gpu = false;  // runtime.device: cuda (the loss's chunks are a GPU's; under auto, a CPU's)
   int64_t full_tokens() const { return B * T / context_split; }
   int64_t stream_tokens() const { return full_tokens() / seq_split; }
   int64_t stream_bytes() const { return stream_tokens() * C * kFloatBytes; }  // one (B, T', C) fp32
@@ -129,7 +130,7 @@ int64_t head_bytes(const DeviceShapes& d) {
 // The loss's forward at its widest: a chunk's logits (and, with bf16 operands, their bf16 copy
 // and the table's bf16 copy).
 int64_t loss_working_set(const DeviceShapes& d) {
-  const int64_t rows = std::min(head_chunk_rows(d.vocab), d.full_tokens());
+  const int64_t rows = std::min(head_chunk_rows(d.vocab, d.full_tokens(), d.gpu), d.full_tokens());
   const bool reduced = d.operand != kFloatBytes;
   return rows * d.vocab * (kFloatBytes + (reduced ? d.operand : 0)) + (reduced ? d.vocab * d.C * d.operand : 0);
 }
@@ -253,6 +254,7 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.dropout = m.dropout > 0;
   d.sdpa_attention = m.matmul_dtype == MatmulDtype::kBFloat16 && !d.dropout && d.context_split == 1;
   d.ring_attention = d.context_split > 1 && layout.context_exchange == ContextExchange::kRing;
+  d.gpu = layout.on_gpu;
   // A dense layer keeps its input in the operand dtype (and a bf16 copy of its weight), except an
   // FSDP layer, which keeps its fp32 input and gathers the weight again in backward. Layers that
   // read one fp32 input share it; each makes its own bf16 copy, and under sequence parallelism

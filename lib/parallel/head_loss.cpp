@@ -61,7 +61,7 @@ HeadPass run_head(const at::Tensor& x_in, const at::Tensor& stored, const at::Te
     // The products' (C, V_local) operand, rounded to the operand dtype once for all chunks.
     const at::Tensor w = table.to(head.operand_dtype).t();
     const int64_t valid_local = std::clamp<int64_t>(head.valid_vocab - head.vocab_offset, 0, V);
-    const int64_t rows = head.chunk_rows > 0 ? head.chunk_rows : head_chunk_rows(V);
+    const int64_t rows = head.chunk_rows > 0 ? head.chunk_rows : head_chunk_rows(V, N, x.is_cuda());
     if (need_dx) pass.dx = at::empty_like(x);
     if (need_dtable) dtable = at::zeros({V, x.size(1)}, x.options());
     for (int64_t start = 0; start < N; start += rows) {

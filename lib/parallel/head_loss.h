@@ -27,7 +27,7 @@ struct HeadShard {
   FsdpGathers gathers;
   FsdpPrefetcher* prefetcher = nullptr;
   at::ScalarType operand_dtype = at::kFloat;  // the products' operands (model.matmul_dtype)
-  int64_t chunk_rows = 0;           // 0: head_chunk_rows(V_local)
+  int64_t chunk_rows = 0;           // 0: head_chunk_rows(V_local, rows, on a GPU)
 };
 
 // Mean cross-entropy over the N rows of x (N, C) against targets (N,) int64 global ids, as a

@@ -324,6 +324,7 @@ ModelLayout plan_layout(const Config& config) {
   ModelLayout layout{mesh, rules, m, padded_vocab, batch_axes, activation_spec, seq_axes, context_axes, {},
                      plan_pipeline(config, mesh, batch_axes)};
   layout.context_exchange = config.runtime.context_exchange;
+  layout.on_gpu = config.runtime.device == "cuda";
   for (auto& info : param_table(m, padded_vocab)) {
     PartitionSpec spec = rules.resolve(info.logical, info.name);
     check_dims_divide(mesh, spec, info.shape, info.logical, sources, info.name);

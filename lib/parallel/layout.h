@@ -67,6 +67,8 @@ struct ModelLayout {
   PipelineLayout pipeline;
   // How attention exchanges keys and values over the context axes (runtime.context_exchange).
   ContextExchange context_exchange = ContextExchange::kAllGather;
+  // runtime.device is cuda: what the memory estimate assumes of device-dependent sizes.
+  bool on_gpu = false;
 
   int64_t dp_size() const { return mesh.axes_size(batch_axes); }
   int64_t stage_of(int64_t rank) const { return pipeline.axis.empty() ? 0 : mesh.index_along(rank, {pipeline.axis}); }

@@ -123,8 +123,11 @@ TEST_CASE("head cross-entropy with bf16 operands: against the products of the ro
   CHECK(max_relative(grads[1], want_grads[1]) <= 2e-2);
 }
 
-TEST_CASE("head chunk rows: 32 MiB of logits, a multiple of 8, at least 8") {
-  CHECK(head_chunk_rows(50304) == 160);  // 32 MiB / (50304 x 4 B) = 166.8
-  CHECK(head_chunk_rows(65) % 8 == 0);
-  CHECK(head_chunk_rows(int64_t{1} << 24) == 8);
+TEST_CASE("head chunk rows: 32 MiB of logits on a CPU, 1 GiB and at most half the rows on a GPU, a multiple of 8, at least 8") {
+  CHECK(head_chunk_rows(50304, 32768, false) == 160);  // 32 MiB / (50304 x 4 B) = 166.8
+  CHECK(head_chunk_rows(65, 32768, false) % 8 == 0);
+  CHECK(head_chunk_rows(int64_t{1} << 24, 32768, false) == 8);
+  CHECK(head_chunk_rows(50304, 32768, true) == 5336);  // 1 GiB / (50304 x 4 B) = 5336.3
+  CHECK(head_chunk_rows(50304, 2048, true) == 1024);   // half the rows: never the whole logits
+  CHECK(head_chunk_rows(50304, 4, true) == 8);
 }
