@@ -3,6 +3,7 @@
 // throughout; a member's local rows [0, c) are global chunk `index`, [c, 2c) chunk 2p - 1 - index.
 // Packed documents: a query sees the keys from its document's start on, so a block whose keys all
 // lie before every one of its queries' document starts is skipped like a block above the diagonal.
+// Each visible block is one kernels::block_attention (its backward: block_attention_backward).
 #include "parallel/ring_attention.h"
 
 #include <array>
@@ -117,7 +118,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       std::optional<RingShift> shift;
       if (step + 1 < size) shift.emplace(kv, *group, kKeysValuesTag);  // overlaps the blocks below
       const int64_t holder = (index - step + size) % size;
-      for_visible_blocks(qh, kv, mask, documents, split, holder, [&](int64_t q0, int64_t, const kernels::AttentionBlock& b) {
+      for_visible_blocks(qh, kv, mask, documents, split, holder, [&](int64_t q0, int64_t, const auto& b) {
         const auto [block_out, block_lse] = kernels::block_attention(b);
         at::Tensor& o = out[static_cast<size_t>(q0 / c)];
         at::Tensor& l = lse[static_cast<size_t>(q0 / c)];
@@ -165,7 +166,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       std::optional<RingShift> shift;
       if (step + 1 < size) shift.emplace(kv, group, kKeysValuesTag);
       const int64_t holder = (split.index - step + size) % size;
-      for_visible_blocks(qh, kv, mask, documents, split, holder, [&](int64_t q0, int64_t k0, const kernels::AttentionBlock& b) {
+      for_visible_blocks(qh, kv, mask, documents, split, holder, [&](int64_t q0, int64_t k0, const auto& b) {
         kernels::block_attention_backward(b, {doh.narrow(2, q0, c), lse.narrow(2, q0, c), row_dot.narrow(2, q0, c),
                                               dq.narrow(2, q0, c), dkv[0].narrow(2, k0, c), dkv[1].narrow(2, k0, c)});
       });

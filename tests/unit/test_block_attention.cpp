@@ -50,7 +50,8 @@ std::pair<at::Tensor, at::Tensor> reference(const at::Tensor& q, const at::Tenso
   const at::Tensor s = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));
   const at::Tensor lse = at::logsumexp(s.masked_fill(hidden, -INFINITY), -1, true);
   const at::Tensor none = at::isinf(lse);  // a query that sees no key: probabilities 0
-  const at::Tensor p = at::softmax(s.masked_fill(hidden, -INFINITY).masked_fill(none, 0), -1).masked_fill(hidden | none, 0);
+  const at::Tensor p =
+      at::softmax(s.masked_fill(hidden, -INFINITY).masked_fill(none, 0), -1).masked_fill(hidden | none, 0);
   return {at::matmul(mask.defined() ? p * mask : p, v), lse};
 }
 
@@ -62,8 +63,9 @@ void check_case(const Case& c, at::ScalarType dtype, bool backward) {
   at::Tensor v = at::randn({B, H, c.m, D}, f64);
   const at::Tensor mask = c.dropout ? (at::rand({B, H, c.n, c.m}, f64) > 0.2).to(at::kDouble) / 0.8 : at::Tensor();
   const at::Tensor hidden = hidden_by_loops(c, B);
-  kernels::AttentionBlock block{q.to(dtype), k.to(dtype), v.to(dtype), c.q_begin, c.k_begin,
-                                mask.defined() ? mask.to(dtype) : at::Tensor(), starts_tensor(c, B)};
+  const at::Tensor block_mask = mask.defined() ? mask.to(dtype) : at::Tensor();
+  kernels::AttentionBlock block{q.to(dtype), k.to(dtype), v.to(dtype), c.q_begin, c.k_begin, block_mask,
+                                starts_tensor(c, B)};
   CHECK(kernels::cpu::block_attention_supports(block) == (dtype == at::kFloat));
   const double tol = dtype == at::kFloat ? 1e-5 : 1e-12;
   q.requires_grad_(true), k.requires_grad_(true), v.requires_grad_(true);
@@ -71,13 +73,15 @@ void check_case(const Case& c, at::ScalarType dtype, bool backward) {
   const auto [out, lse] = kernels::block_attention(block);
   CHECK(at::allclose(out.to(at::kDouble), out_ref, tol, tol));
   CHECK(at::equal(at::isinf(lse), at::isinf(lse_ref)));
-  CHECK(at::allclose(lse.to(at::kDouble).masked_fill(at::isinf(lse), 0), lse_ref.masked_fill(at::isinf(lse_ref), 0), tol, tol));
+  CHECK(at::allclose(lse.to(at::kDouble).masked_fill(at::isinf(lse), 0), lse_ref.masked_fill(at::isinf(lse_ref), 0),
+                     tol, tol));
   if (!backward) return;
   const at::Tensor d_out = at::randn({B, H, c.n, D}, f64);
   const auto grads = torch::autograd::grad({out_ref}, {q, k, v}, {d_out});
   // Accumulated in place: start from ones.
-  kernels::BlockGradients g{d_out.to(dtype), lse, (d_out * out_ref).sum(-1, true).detach().to(dtype),
-                            at::ones({B, H, c.n, D}, dtype), at::ones({B, H, c.m, D}, dtype), at::ones({B, H, c.m, D}, dtype)};
+  const at::Tensor row_dot = (d_out * out_ref).sum(-1, true).detach().to(dtype);
+  kernels::BlockGradients g{d_out.to(dtype), lse, row_dot, at::ones({B, H, c.n, D}, dtype),
+                            at::ones({B, H, c.m, D}, dtype), at::ones({B, H, c.m, D}, dtype)};
   kernels::block_attention_backward(block, g);
   CHECK(at::allclose(g.dq.to(at::kDouble) - 1, grads[0], tol * 10, tol * 10));
   CHECK(at::allclose(g.dk.to(at::kDouble) - 1, grads[1], tol * 10, tol * 10));

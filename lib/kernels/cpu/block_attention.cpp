@@ -43,7 +43,8 @@ struct HeadRows {
   T* p;
   int64_t ld;
   HeadRows(const at::Tensor& t, int64_t b, int64_t h)
-      : p(t.defined() ? t.data_ptr<float>() + b * t.stride(0) + h * t.stride(1) : nullptr), ld(t.defined() ? t.stride(2) : 0) {}
+      : p(t.defined() ? t.data_ptr<float>() + b * t.stride(0) + h * t.stride(1) : nullptr),
+        ld(t.defined() ? t.stride(2) : 0) {}
   T* at(int64_t r) const { return p + r * ld; }
 };
 using In = HeadRows<const float>;
@@ -80,8 +81,9 @@ void softmax_rows(float* s, int64_t ld, int64_t i0, int64_t i1, int64_t c0, int6
 // The row block's scores p and dO V^T dp (same layout as softmax_rows) in place -> P (times the
 // dropout multipliers into pd, when given) and dS; zero outside each row's visible keys.
 SPMD_VECTOR_CLONES
-void softmax_backward_rows(float* p, float* dp, float* pd, int64_t ld, int64_t i0, int64_t i1, int64_t c0, int64_t width,
-                           const VisibleKeys& vis, const In& mask, const In& lse, const In& row_dot_of, float scale) {
+void softmax_backward_rows(float* p, float* dp, float* pd, int64_t ld, int64_t i0, int64_t i1, int64_t c0,
+                           int64_t width, const VisibleKeys& vis, const In& mask, const In& lse, const In& row_dot_of,
+                           float scale) {
   for (int64_t i = i0; i < i1; ++i) {
     float *prow = p + (i - i0) * ld, *dprow = dp + (i - i0) * ld, *pdrow = pd ? pd + (i - i0) * ld : nullptr;
     const float l = *lse.at(i), rd = *row_dot_of.at(i);
@@ -116,7 +118,9 @@ VisibleKeys visible_keys(const AttentionBlock& block, const at::Tensor& starts, 
   return {starts.defined() ? starts.data_ptr<int64_t>() + b * d.n : nullptr, block.q_begin, block.k_begin, d.m};
 }
 
-at::Tensor scratch(int64_t rows, int64_t cols) { return at::empty({rows, cols}, at::TensorOptions().dtype(at::kFloat)); }
+at::Tensor scratch(int64_t rows, int64_t cols) {
+  return at::empty({rows, cols}, at::TensorOptions().dtype(at::kFloat));
+}
 
 bool cpu_float(const at::Tensor& t) {
   return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.dim() == 4 && (t.size(3) == 1 || t.stride(3) == 1);
@@ -137,7 +141,8 @@ bool block_attention_supports(const AttentionBlock& block, const std::vector<at:
 BlockAttention fused_block_attention(const AttentionBlock& block) {
   const Dims d(block);
   const at::Tensor starts = contiguous_or_none(block.q_document_starts);
-  BlockAttention r{at::empty({d.B, d.H, d.n, d.D}, block.q.options()), at::empty({d.B, d.H, d.n, 1}, block.q.options())};
+  BlockAttention r{at::empty({d.B, d.H, d.n, d.D}, block.q.options()),
+                   at::empty({d.B, d.H, d.n, 1}, block.q.options())};
   at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
     const at::Tensor scores = scratch(kRowBlock, d.m);
     float* s = scores.data_ptr<float>();
@@ -148,8 +153,7 @@ BlockAttention fused_block_attention(const AttentionBlock& block) {
       const VisibleKeys vis = visible_keys(block, starts, b, d);
       for (int64_t i0 = 0; i0 < d.n; i0 += kRowBlock) {
         const int64_t i1 = std::min(d.n, i0 + kRowBlock), c0 = vis.first(i0), width = vis.end(i1 - 1) - c0;
-        if (width > 0)
-          gemm(false, true, i1 - i0, width, d.D, d.scale, q.at(i0), q.ld, k.at(c0), k.ld, 0.f, s, d.m);
+        if (width > 0) gemm(false, true, i1 - i0, width, d.D, d.scale, q.at(i0), q.ld, k.at(c0), k.ld, 0.f, s, d.m);
         softmax_rows(s, d.m, i0, i1, c0, std::max(width, int64_t{0}), vis, mask, lse);
         if (width > 0)
           gemm(false, false, i1 - i0, d.D, width, 1.f, s, d.m, v.at(c0), v.ld, 0.f, out.at(i0), out.ld);
