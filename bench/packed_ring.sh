@@ -6,7 +6,8 @@
 #   one          [1] one process, the fused CPU attention kernel, no mask
 #   one-packed   the same with document_mask: the kernel skips the keys before a row block's first start
 #   ring4        [4] context, runtime.context_exchange: ring, no mask
-#   ring4-packed the same with document_mask: blocks that share no document are skipped
+#   ring4-packed the same with document_mask: blocks that share no document are skipped, and the
+#                CPU block kernel computes each row's keys from its document's start only
 # From bench_train (threads per rank 1): the median step per round, tokens/s, rank 0's CPU share, and
 # rank 0's CPU time per step: the work a rank did, which oversubscribed cores (four ranks on two)
 # stretch far less than the wall-clock step.

@@ -7,6 +7,7 @@
 #include <ATen/ops/_foreach_norm.h>
 #include <fmt/ranges.h>
 
+#include "kernels/cpu/block_attention.h"
 #include "kernels/cpu/fused_adamw.h"
 #include "kernels/cpu/fused_attention.h"
 #include "kernels/cpu/fused_gelu.h"
@@ -155,6 +156,47 @@ at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, cons
   at::Tensor probs = at::softmax(scores.masked_fill(hidden, -INFINITY), -1);
   if (dropout_mask.defined()) probs = probs * dropout_mask;
   return at::matmul(probs, vh).transpose(1, 2);
+}
+
+namespace {
+// A block's scores Q K^T / sqrt(D), -inf where a query may not see a key: (B, H, n, m).
+at::Tensor masked_block_scores(const AttentionBlock& b) {
+  const int64_t n = b.q.size(2), m = b.k.size(2);
+  at::Tensor s = at::matmul(b.q, b.k.transpose(-2, -1)).mul_(1.0 / std::sqrt(static_cast<double>(b.q.size(3))));
+  const auto positions = b.q.options().dtype(at::kLong);
+  const at::Tensor keys = at::arange(b.k_begin, b.k_begin + m, positions);
+  if (b.k_begin + m - 1 > b.q_begin)  // some key after some query
+    s.masked_fill_(keys.unsqueeze(0) > at::arange(b.q_begin, b.q_begin + n, positions).unsqueeze(1), -INFINITY);
+  if (b.q_document_starts.defined())
+    s.masked_fill_((keys.view({1, 1, m}) < b.q_document_starts.unsqueeze(-1)).unsqueeze(1), -INFINITY);
+  return s;
+}
+}  // namespace
+
+BlockAttention block_attention(const AttentionBlock& block) {
+  if (cpu::block_attention_supports(block)) return cpu::fused_block_attention(block);
+  at::Tensor s = masked_block_scores(block);
+  const at::Tensor lse = at::logsumexp(s, -1, true);
+  // A query that sees no key here: lse -inf, probabilities 0 (not exp(-inf + inf)).
+  at::Tensor p = s.sub_(lse.masked_fill(at::isinf(lse), 0)).exp_();
+  if (block.dropout_mask.defined()) p.mul_(block.dropout_mask);
+  return {at::matmul(p, block.v), lse};
+}
+
+void block_attention_backward(const AttentionBlock& block, const BlockGradients& g) {
+  if (cpu::block_attention_supports(block, {g.d_out, g.lse, g.row_dot, g.dq, g.dk, g.dv})) {
+    cpu::fused_block_attention_backward(block, g);
+    return;
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(block.q.size(3)));
+  const at::Tensor& mask = block.dropout_mask;
+  const at::Tensor p = masked_block_scores(block).sub_(g.lse).exp_();
+  g.dv.add_(at::matmul((mask.defined() ? p * mask : p).transpose(-2, -1), g.d_out));
+  at::Tensor dp = at::matmul(g.d_out, block.v.transpose(-2, -1));
+  if (mask.defined()) dp.mul_(mask);
+  const at::Tensor ds = p * (dp - g.row_dot);
+  g.dq.add_(at::matmul(ds, block.k), scale);
+  g.dk.add_(at::matmul(ds.transpose(-2, -1), block.q), scale);
 }
 
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include "config/choices.h"  // MatmulDtype only: no config, no dependencies
+#include "kernels/attention_block.h"
 
 namespace spmd::kernels {
 
@@ -67,6 +68,15 @@ at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const
 at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const at::Tensor& q_positions, const at::Tensor& dropout_mask = at::Tensor(),
                                   const at::Tensor& q_document_starts = at::Tensor());
+
+// One block of attention (attention_block.h): each query's softmax over the keys it sees, for a
+// caller that merges blocks by their log-sum-exp (ring attention). No autograd. The fused CPU
+// kernel computes only the visible keys' scores; elsewhere the masked scores are -inf.
+BlockAttention block_attention(const AttentionBlock& block);
+
+// Its backward inside the whole attention (flash attention's): P = exp(S - lse), dV += (P m)^T dO,
+// dS = P (dO V^T m - row_dot) / sqrt(D), dQ += dS K, dK += dS^T Q (m: the dropout multipliers).
+void block_attention_backward(const AttentionBlock& block, const BlockGradients& g);
 
 // GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1).
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor());

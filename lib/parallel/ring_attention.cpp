@@ -3,6 +3,7 @@
 // throughout; a member's local rows [0, c) are global chunk `index`, [c, 2c) chunk 2p - 1 - index.
 // Packed documents: a query sees the keys from its document's start on, so a block whose keys all
 // lie before every one of its queries' document starts is skipped like a block above the diagonal.
+// Each visible block is one kernels::block_attention (its backward: block_attention_backward).
 #include "parallel/ring_attention.h"
 
 #include <array>
@@ -12,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "kernels/kernels.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -46,25 +48,6 @@ class RingShift {
 // The global chunks a member's local rows hold.
 std::array<int64_t, 2> chunks_of(int64_t member, int64_t size) { return {member, 2 * size - 1 - member}; }
 
-// One visible block: queries of global chunk `q_chunk` against keys of `k_chunk` (<= q_chunk;
-// equal: the causal diagonal).
-struct BlockView {
-  at::Tensor q, k, v, mask;  // mask: (B, H, c, c) dropout multipliers or undefined
-  at::Tensor other_document;  // (B, 1, c, c): keys before the query's document start, or undefined
-  bool diagonal = false;
-};
-
-// Scores of a block with the causal mask on the diagonal and the document mask: (B, H, c, c).
-at::Tensor block_scores(const BlockView& b, double scale) {
-  at::Tensor s = at::matmul(b.q, b.k.transpose(-2, -1)).mul_(scale);
-  if (b.diagonal) {
-    const int64_t c = s.size(-1);
-    s.masked_fill_(at::ones({c, c}, s.options().dtype(at::kBool)).triu(1), -INFINITY);
-  }
-  if (b.other_document.defined()) s.masked_fill_(b.other_document, -INFINITY);
-  return s;
-}
-
 // Packed documents as this member's queries see them: their starts, and per local query chunk
 // the smallest and the largest start over the batch (on the host, to skip blocks).
 struct QueryDocuments {
@@ -83,9 +66,10 @@ struct QueryDocuments {
   }
 };
 
-// Calls visit(local q rows, local k rows, view) for every block of this member's queries that
+// Calls visit(local q rows, local k rows, block) for every block of this member's queries that
 // the causal and document masks leave visible in member `holder`'s keys and values kv
-// (2, B, H, T_local, D).
+// (2, B, H, T_local, D): a block carries its global positions, the dropout multipliers, and the
+// queries' document starts where some key lies before some query's document.
 template <typename Visit>
 void for_visible_blocks(const at::Tensor& qh, const at::Tensor& kv, const at::Tensor& mask,
                         const QueryDocuments& documents, const ContextSplit& split, int64_t holder, Visit visit) {
@@ -97,16 +81,15 @@ void for_visible_blocks(const at::Tensor& qh, const at::Tensor& kv, const at::Te
       const int64_t k_begin = k_chunks[kb] * c;
       const bool packed = documents.starts.defined();
       if (packed && k_begin + c <= documents.least[static_cast<size_t>(qa)]) continue;  // no document shared
-      BlockView b;
+      kernels::AttentionBlock b;
       b.q = qh.narrow(2, qa * c, c);
       b.k = kv[0].narrow(2, kb * c, c);
       b.v = kv[1].narrow(2, kb * c, c);
-      if (mask.defined()) b.mask = mask.narrow(2, qa * c, c).narrow(3, k_begin, c);
-      if (packed && documents.most[static_cast<size_t>(qa)] > k_begin) {  // some key before some query's document
-        const at::Tensor keys = at::arange(k_begin, k_begin + c, documents.starts.options());
-        b.other_document = (keys.view({1, 1, c}) < documents.starts.narrow(1, qa * c, c).unsqueeze(-1)).unsqueeze(1);
-      }
-      b.diagonal = k_chunks[kb] == q_chunks[qa];
+      b.q_begin = q_chunks[qa] * c;
+      b.k_begin = k_begin;
+      if (mask.defined()) b.dropout_mask = mask.narrow(2, qa * c, c).narrow(3, k_begin, c);
+      if (packed && documents.most[static_cast<size_t>(qa)] > k_begin)  // some key before some query's document
+        b.q_document_starts = documents.starts.narrow(1, qa * c, c);
       visit(qa * c, kb * c, b);
     }
 }
@@ -125,7 +108,6 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const ContextSplit split{size, index};
     const at::Tensor qh = q.transpose(1, 2).contiguous();
     at::Tensor kv = at::stack({k.transpose(1, 2), v.transpose(1, 2)}).contiguous();  // (2, B, H, T_local, D)
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
     const int64_t c = qh.size(2) / 2;
     const QueryDocuments documents(*q_starts, c);
     // In packed documents a block may hide every key from some query: its log-sum-exp is -inf.
@@ -136,12 +118,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       std::optional<RingShift> shift;
       if (step + 1 < size) shift.emplace(kv, *group, kKeysValuesTag);  // overlaps the blocks below
       const int64_t holder = (index - step + size) % size;
-      for_visible_blocks(qh, kv, mask, documents, split, holder, [&](int64_t q0, int64_t, const BlockView& b) {
-        at::Tensor s = block_scores(b, scale);
-        const at::Tensor block_lse = at::logsumexp(s, -1, true);
-        at::Tensor p = packed ? s.sub_(block_lse.masked_fill(at::isinf(block_lse), 0)).exp_() : s.sub_(block_lse).exp_();
-        if (b.mask.defined()) p.mul_(b.mask);
-        const at::Tensor block_out = at::matmul(p, b.v);
+      for_visible_blocks(qh, kv, mask, documents, split, holder, [&](int64_t q0, int64_t, const auto& b) {
+        const auto [block_out, block_lse] = kernels::block_attention(b);
         at::Tensor& o = out[static_cast<size_t>(q0 / c)];
         at::Tensor& l = lse[static_cast<size_t>(q0 / c)];
         if (!o.defined()) {
@@ -177,7 +155,6 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const Group& group = group_from_handle(ctx->saved_data["group"].toInt());
     const ContextSplit split{ctx->saved_data["size"].toInt(), ctx->saved_data["index"].toInt()};
     const int64_t size = split.size;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
     const at::Tensor qh = q.transpose(1, 2).contiguous(), doh = grads[0].transpose(1, 2).contiguous();
     const at::Tensor row_dot = (doh * oh).sum(-1, true);  // (B, H, T_local, 1)
     at::Tensor kv = at::stack({k.transpose(1, 2), v.transpose(1, 2)}).contiguous();
@@ -189,16 +166,9 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       std::optional<RingShift> shift;
       if (step + 1 < size) shift.emplace(kv, group, kKeysValuesTag);
       const int64_t holder = (split.index - step + size) % size;
-      for_visible_blocks(qh, kv, mask, documents, split, holder, [&](int64_t q0, int64_t k0, const BlockView& b) {
-        const at::Tensor p = block_scores(b, scale).sub_(lse.narrow(2, q0, c)).exp_();
-        const at::Tensor d_out = doh.narrow(2, q0, c);
-        const at::Tensor dropped = b.mask.defined() ? p * b.mask : p;
-        dkv[1].narrow(2, k0, c).add_(at::matmul(dropped.transpose(-2, -1), d_out));
-        at::Tensor dp = at::matmul(d_out, b.v.transpose(-2, -1));
-        if (b.mask.defined()) dp.mul_(b.mask);
-        const at::Tensor ds = p * (dp - row_dot.narrow(2, q0, c));
-        dq.narrow(2, q0, c).add_(at::matmul(ds, b.k), scale);
-        dkv[0].narrow(2, k0, c).add_(at::matmul(ds.transpose(-2, -1), b.q), scale);
+      for_visible_blocks(qh, kv, mask, documents, split, holder, [&](int64_t q0, int64_t k0, const auto& b) {
+        kernels::block_attention_backward(b, {doh.narrow(2, q0, c), lse.narrow(2, q0, c), row_dot.narrow(2, q0, c),
+                                              dq.narrow(2, q0, c), dkv[0].narrow(2, k0, c), dkv[1].narrow(2, k0, c)});
       });
       // The gradients of the keys and values held this step go where those keys go next.
       dkv = RingShift(dkv, group, kGradientsTag).wait();

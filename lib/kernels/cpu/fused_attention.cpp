@@ -24,15 +24,13 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels/cpu/cpu_gemm.h"
+#include "kernels/cpu/row_reductions.h"
 #include "util/error.h"
 
 // Lets GCC if-convert, so the row loops vectorize (see vector_math.h). Reductions need looser
-// float rules, which would also break exp_approx's rounding: they get their own functions below.
+// float rules, which would also break exp_approx's rounding: they live in row_reductions.cpp.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
-#define SPMD_REDUCTION_MATH(...) __attribute__((optimize(__VA_ARGS__)))
-#else
-#define SPMD_REDUCTION_MATH(...)
 #endif
 #include "kernels/cpu/vector_math.h"
 
@@ -58,28 +56,6 @@ struct RowStarts {
     return std::lower_bound(starts + j1, starts + T, j1) - starts;
   }
 };
-
-// max(row[0..n)), n >= 1. Scores are finite, and a max reduction only vectorizes when the
-// compiler may assume so.
-SPMD_REDUCTION_MATH("no-trapping-math", "finite-math-only", "no-signed-zeros")
-SPMD_VECTOR_CLONES
-float row_max(const float* row, int64_t n) {
-  float m = row[0];
-  for (int64_t j = 1; j < n; ++j) m = row[j] > m ? row[j] : m;
-  return m;
-}
-
-// sum(a[j] * b[j]) over [0, n), or sum(a) when b is null, in vector lanes (reassociated).
-SPMD_REDUCTION_MATH("no-trapping-math", "associative-math", "no-signed-zeros")
-SPMD_VECTOR_CLONES
-float row_dot(const float* a, const float* b, int64_t n) {
-  float sum = 0;
-  if (b)
-    for (int64_t j = 0; j < n; ++j) sum += a[j] * b[j];
-  else
-    for (int64_t j = 0; j < n; ++j) sum += a[j];
-  return sum;
-}
 
 // Rows [i0, i1) of the (T x T) scores in place -> causal softmax: row i over columns
 // start_i..i, zero elsewhere.
