@@ -110,6 +110,7 @@ class StepPasses {
       f.output = x;
       link_.send_activation(m, chunk, x.detach().to(at::kFloat));
     }
+    s_.model->fsdp_prefetcher().release();  // the last FSDP unit's gathered weights are not the graph's
     note_graph(f, live_before);
     result_.timings.forward_ms += ms_since(start);
   }
@@ -127,6 +128,7 @@ class StepPasses {
       f.output.backward(grad);
     }
     if (!link_.embeds(chunk)) link_.send_gradient(m, chunk, f.input.grad());
+    s_.model->fsdp_prefetcher().release();
     in_flight_bytes_ -= f.graph_bytes;
     f = InFlight{};  // its graph goes
     result_.timings.backward_ms += ms_since(start);
