@@ -110,7 +110,9 @@ class StepPasses {
       f.output = x;
       link_.send_activation(m, chunk, x.detach().to(at::kFloat));
     }
-    s_.model->fsdp_prefetcher().release();  // the last FSDP unit's gathered weights are not the graph's
+    // The last FSDP unit's gathered weights (and a gather in flight for a replay in backward) are
+    // not the graph's: drop them before measuring it.
+    s_.model->fsdp_prefetcher().drain();
     note_graph(f, live_before);
     result_.timings.forward_ms += ms_since(start);
   }
