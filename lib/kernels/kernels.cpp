@@ -61,6 +61,17 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
   return g;
 }
 
+void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy,
+                            at::ScalarType operand_dtype) {
+  if (operand_dtype != x.scalar_type()) {
+    dw.add_(at::mm(x.to(operand_dtype).t(), dy.to(operand_dtype)));
+  } else if (cpu::fused_linear_supports(x, dw) && dy.device().is_cpu() && dy.scalar_type() == at::kFloat) {
+    cpu::fused_accumulate_weight_grad(dw, x, dy);
+  } else {
+    dw.addmm_(x.t(), dy);
+  }
+}
+
 // ---- Attention and activation ----
 
 namespace {
@@ -149,6 +160,14 @@ at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, cons
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
   if (cpu::fused_gelu_supports(h, bias)) return cpu::fused_bias_gelu(h, bias);
   return at::gelu(bias.defined() ? h + bias : h, "tanh");
+}
+
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor x32 = x.to(at::kFloat);
+  const at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
 }
 
 // ---- Optimizer and norms ----
