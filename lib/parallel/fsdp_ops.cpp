@@ -38,7 +38,7 @@ at::Tensor as_matrix(const at::Tensor& w, int64_t k, bool transposed) { return t
 struct FsdpUnitGrads : torch::autograd::Function<FsdpUnitGrads> {
   static variable_list forward(AutogradContext* ctx, at::TensorList /*shards*/, FsdpPrefetcher* prefetcher,
                                int64_t unit) {
-    ctx->set_materialize_grads(false);  // a weight unused in this pass: zeros made only for the collective
+    ctx->set_materialize_grads(false);  // a weight without a gradient in this pass: left out of the collective
     ctx->saved_data["unit"] = unit;
     ctx->saved_data["prefetcher"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(prefetcher));
     variable_list handles;

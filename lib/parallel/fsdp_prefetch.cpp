@@ -108,10 +108,15 @@ std::vector<at::Tensor> FsdpPrefetcher::finish(InFlight& flight) const {
 
 std::vector<at::Tensor> FsdpPrefetcher::reduce_scatter(int64_t u, const std::vector<at::Tensor>& full_grads) const {
   const Unit& unit = units_[static_cast<size_t>(u)];
-  std::vector<at::Tensor> grads(full_grads.size());
-  for (size_t i = 0; i < grads.size(); ++i)
-    grads[i] = full_grads[i].defined() ? full_grads[i]
-                                       : at::zeros(gathered_shape(unit.params[i]), shard(unit.params[i]).options());
+  // A weight without a gradient in this pass (an untied head's: the loss reduce-scatters its own in
+  // forward) stays out of the collective and gets none: every rank runs the same graph, so every
+  // rank leaves out the same weights.
+  std::vector<size_t> live;
+  std::vector<at::Tensor> grads;
+  for (size_t i = 0; i < full_grads.size(); ++i)
+    if (full_grads[i].defined()) live.push_back(i), grads.push_back(full_grads[i]);
+  std::vector<at::Tensor> out(full_grads.size());
+  if (live.empty()) return out;
   for (size_t l = unit.levels.size(); l-- > 0;) {
     const Group& group = *unit.levels[l];
     const int64_t members = group.size();
@@ -119,7 +124,7 @@ std::vector<at::Tensor> FsdpPrefetcher::reduce_scatter(int64_t u, const std::vec
     std::vector<at::Tensor> chunks;
     std::vector<std::vector<int64_t>> local_shapes;
     for (size_t i = 0; i < grads.size(); ++i) {
-      const int64_t d = unit.dims[l][i];
+      const int64_t d = unit.dims[l][live[i]];
       std::vector<int64_t> local = grads[i].sizes().vec();
       local[static_cast<size_t>(d)] /= members;
       local_shapes.push_back(local);
@@ -134,7 +139,8 @@ std::vector<at::Tensor> FsdpPrefetcher::reduce_scatter(int64_t u, const std::vec
       offset += n;
     }
   }
-  return grads;
+  for (size_t i = 0; i < live.size(); ++i) out[live[i]] = grads[i];
+  return out;
 }
 
 void FsdpPrefetcher::release() {
@@ -175,12 +181,15 @@ void FsdpPrefetcher::make_resident(int64_t u) {
   ++unit_gathers_;
 }
 
+void FsdpPrefetcher::begin_backward() {
+  backward_started_ = true;
+  restart(sequences_[static_cast<int>(Pass::kBackward)]);
+}
+
 at::Tensor FsdpPrefetcher::gather(size_t k, Pass pass) {
+  if (backward_started_) pass = Pass::kBackward;  // a recomputed forward's gathers are the backward's
+  else if (pass == Pass::kBackward) begin_backward();
   Sequence& seq = sequences_[static_cast<int>(pass)];
-  if (pass == Pass::kBackward && !backward_started_) {
-    backward_started_ = true;
-    restart(seq);
-  }
   const int64_t u = unit_of_[k];
   SPMD_ASSERT(u >= 0, "FSDP gather of parameter {}, which is not FSDP-sharded", k);
   if (seq.current.empty() || seq.current.back() != u) {  // the pass moves on to another unit

@@ -49,6 +49,12 @@ class FsdpPrefetcher {
   // A new forward pass begins (and with it a new backward): passes restart from their first unit;
   // the resident unit goes (the parameters may have changed since).
   void begin_forward();
+  // A backward pass begins (called by the step before it runs a backward; otherwise the pass's
+  // first backward gather begins it). Until the next begin_forward every gather is the backward's,
+  // a forward recomputed inside it (runtime.remat) included: the order recorded and predicted is
+  // the order in time, so a forward's last unit never prefetches a unit for a recomputation the
+  // step drops at the forward's end (a wasted all-gather, and a unit in flight beside the graph).
+  void begin_backward();
   // Drops the resident unit (a pass ended: its weights need not stay gathered).
   void release();
   // Waits for a gather still in flight and drops the resident unit: call before the parameters change.
@@ -56,8 +62,8 @@ class FsdpPrefetcher {
 
   // Weight k gathered, for a use in `pass`; starts the gather of the unit the pass will ask for next.
   at::Tensor gather(size_t k, Pass pass);
-  // The shards' gradients of `unit` from its weights' full gradients (undefined: zero), one
-  // reduce-scatter per gather level; no autograd.
+  // The shards' gradients of `unit` from its weights' full gradients, one reduce-scatter per
+  // gather level over those defined (an undefined one: no gradient, and none sent); no autograd.
   std::vector<at::Tensor> reduce_scatter(int64_t unit, const std::vector<at::Tensor>& full_grads) const;
 
   // Weight uses, unit gathers, and those of them started ahead of time, since construction.

@@ -316,22 +316,34 @@ TEST_CASE("training: FSDP prefetch overlaps the next gather and changes no numbe
 TEST_CASE("training: FSDP issues one all-gather and one reduce-scatter per block, not per weight") {
   // Counted by the comm layer over the last training step (summary.json). Per microbatch: the
   // forward gathers the embeddings' unit, each block, and the final norm and head's unit (the
-  // same unit: released in between, so gathered twice); the backward gathers the head's unit and
-  // each block (the embedding's backward needs no weight), and reduce-scatters each block's
-  // gradients and the embeddings and head's once. Per weight it would be 10 all-gathers a block.
+  // same unit: released in between, so gathered twice), and the loss reduce-scatters the head
+  // table's gradient (made in its forward); the backward gathers the head's unit (GPT-2's final
+  // LayerNorm; Llama's RMSNorm keeps its scale) and each block (the embedding's backward needs no
+  // weight), and reduce-scatters each block's gradients and the embeddings' once. Full
+  // recomputation issues the same: a recomputed block gathers once, in the backward's order, and
+  // nothing is gathered ahead for it at the forward's end. Per weight it would be 10 all-gathers a
+  // GPT-2 block.
   TinyRun run;
   const int64_t blocks = 2;  // TinyRun's n_layer
-  Curve reference = train(run, run.dir.file("single"), {});
-  for (const int64_t microbatches : {1, 2}) {
-    CAPTURE(microbatches);
+  struct Case {
+    std::string name;
+    std::vector<std::string> args;
+    int64_t microbatches, backward_gathers;
+  };
+  const std::vector<Case> cases{{"gpt2", {}, 1, blocks + 1},
+                                {"gpt2-microbatches", {"--set", "train.microbatches=2"}, 2, blocks + 1},
+                                {"gpt2-remat-full", {"--set", "runtime.remat=full"}, 1, blocks + 1},
+                                {"llama", kTinyLlama, 1, blocks}};
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
     auto args = mesh_args({"fsdp-4", "[4]", "[fsdp]", test_mesh("fsdp-8").rules});
-    args.insert(args.end(), {"--set", "train.microbatches=" + std::to_string(microbatches)});
-    const std::string out = run.dir.file("fsdp-m" + std::to_string(microbatches));
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const std::string out = run.dir.file("fsdp-" + c.name);
     Curve curve = train(run, out, args);
-    check_same_curve(curve, reference, kFloatRounding);
+    check_same_curve(curve, train(run, out + "-single", c.args), kFloatRounding);
     const auto collectives = read_summary(out)["collectives_last_step"];
     MESSAGE("last step: " << collectives.dump());
-    CHECK(collectives["all_gather"].get<int64_t>() == microbatches * ((blocks + 2) + (blocks + 1)));
-    CHECK(collectives["reduce_scatter"].get<int64_t>() == microbatches * (blocks + 1));
+    CHECK(collectives["all_gather"].get<int64_t>() == c.microbatches * ((blocks + 2) + c.backward_gathers));
+    CHECK(collectives["reduce_scatter"].get<int64_t>() == c.microbatches * (blocks + 2));
   }
 }
