@@ -7,20 +7,22 @@
 #    collectives, where FSDP gathers a block of weights per all-gather instead of one weight.
 # Reads Debian's fortunes as bytes (vocab 256), prepared into a temporary folder (the figures do
 # not depend on the text).
-# Usage: bash bench/gradient_buffers_fsdp_units.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR [rounds] [steps]
+# Usage: bash bench/gradient_buffers_fsdp_units.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR [rounds] [steps] [batch]
+# (batch: the global batch of both configs, default theirs, 64 rows of 256 tokens)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 before=${1:?before build dir}
 after=${2:?after build dir}
 rounds=${3:-2}
 steps=${4:-3}
+batch=${5:-64}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$after/app/spmd-prepare" --input /usr/share/games/fortunes --out "$work/data" --vocab byte --val-fraction 0.1 \
   --exclude '*.dat' '*.u8' 'off' '.*' --quiet
 lscpu | grep -E '^Model name' || true
 data=(--set model.vocab_size=256 --set data.train="$work/data/train.bin" --set data.val="$work/data/val.bin"
-      --set model.dropout=0)
+      --set model.dropout=0 --set data.batch_size="$batch")
 for ((r = 1; r <= rounds; r++)); do
   for which in before after; do
     build=$([ "$which" = before ] && echo "$before" || echo "$after")
