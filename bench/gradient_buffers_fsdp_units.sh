@@ -28,6 +28,9 @@ for ((r = 1; r <= rounds; r++)); do
     build=$([ "$which" = before ] && echo "$before" || echo "$after")
     "$build/bench/bench_train" --config configs/bench/dp2.yaml --nproc 2 --warmup 1 --steps "$steps" "${data[@]}" \
       --json "$work/dp2-$which-$r.json" >/dev/null
+    # With 2 microbatches the first one's gradients live beside the second one's activations.
+    "$build/bench/bench_train" --config configs/bench/dp2.yaml --nproc 2 --warmup 1 --steps "$steps" "${data[@]}" \
+      --set train.microbatches=2 --json "$work/dp2m2-$which-$r.json" >/dev/null
     "$build/bench/bench_train" --config configs/bench/fsdp2.yaml --warmup 1 --steps "$steps" "${data[@]}" \
       --set runtime.threads_per_rank=1 --json "$work/fsdp2-$which-$r.json" >/dev/null
   done
@@ -38,10 +41,14 @@ work, rounds = sys.argv[1], int(sys.argv[2])
 for r in range(1, rounds + 1):
     for which in ("before", "after"):
         d = json.load(open(f"{work}/dp2-{which}-{r}.json"))
+        m = json.load(open(f"{work}/dp2m2-{which}-{r}.json"))
         f = json.load(open(f"{work}/fsdp2-{which}-{r}.json"))
         gathers = f.get("fsdp_unit_gathers", f.get("fsdp_weight_uses"))
+        cpu = sorted(f["step_cpu_ms"])[len(f["step_cpu_ms"]) // 2]
         print(f"round {r} {which:6s} dp2: max RSS {d['max_rss_mib_max']:.1f} MiB, peak tensors "
-              f"{d['peak_tensor_mib_max_over_ranks']:.1f} MiB | fsdp2: step {f['median_step_ms']:.0f} ms, "
-              f"collectives {f['median_step_split_ms']['collectives']:.0f} ms, "
-              f"all-gathers (FSDP uses before, unit gathers after) {gathers}  load {f['loadavg_1m']:.1f}")
+              f"{d['peak_tensor_mib_max_over_ranks']:.1f} MiB; 2 microbatches: {m['max_rss_mib_max']:.1f} / "
+              f"{m['peak_tensor_mib_max_over_ranks']:.1f} MiB | fsdp2: step {f['median_step_ms']:.0f} ms "
+              f"(CPU {cpu:.0f} ms, share {f['cpu_share']:.2f}), collectives "
+              f"{f['median_step_split_ms']['collectives']:.0f} ms, all-gathers (FSDP uses before, unit gathers "
+              f"after) {gathers}  load {f['loadavg_1m']:.1f}")
 PY
