@@ -451,7 +451,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   const int64_t buckets = state.grad_sync->num_buckets();
   const int64_t buckets_early = state.grad_sync->buckets_started_during_backward();
   const auto& prefetcher = state.model->fsdp_prefetcher();
-  const int64_t fsdp_uses = prefetcher.total_uses(), fsdp_prefetched = prefetcher.prefetched_uses();
+  const int64_t fsdp_gathers = prefetcher.unit_gathers(), fsdp_prefetched = prefetcher.prefetched_gathers();
   const double slowest_median_ms = scalar_across(world, median_ms, true);
   // CPU time over wall time per thread: 1.0 = this rank had its cores to itself (or spun on them).
   const double cpu_share = median(cpu_ms) / median_ms / threads;
@@ -525,8 +525,8 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   if (buckets > 0)
     fmt::print("  gradient sync      {} bucket(s), {} all-reduced while backward ran (last step)\n", buckets,
                buckets_early);
-  if (fsdp_uses > 0)
-    fmt::print("  FSDP gathers       {} weight uses, {} served by a prefetched all-gather (prefetch {})\n", fsdp_uses,
+  if (fsdp_gathers > 0)
+    fmt::print("  FSDP gathers       {} unit all-gathers, {} of them prefetched (prefetch {})\n", fsdp_gathers,
                fsdp_prefetched, prefetcher.enabled() ? "on" : "off");
   if (pipeline.stages > 1) print_pipeline(pipeline, config);
   if (device_profile) spmd::bench::print_device_profile(*device_profile, 15);
@@ -590,8 +590,8 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
         graph_bytes_max >= 0 ? nlohmann::json(static_cast<int64_t>(graph_bytes_max)) : nlohmann::json();
     j["gradient_buckets"] = buckets;
     j["gradient_buckets_started_during_backward"] = buckets_early;
-    j["fsdp_weight_uses"] = fsdp_uses;
-    j["fsdp_prefetched_uses"] = fsdp_prefetched;
+    j["fsdp_unit_gathers"] = fsdp_gathers;
+    j["fsdp_prefetched_gathers"] = fsdp_prefetched;
     j["max_rss_mib_rank0"] = rss_rank0;
     j["max_rss_mib_max"] = rss_max;
     j["loadavg_1m"] = load[0];

@@ -15,9 +15,15 @@ namespace spmd {
 
 namespace {
 std::atomic<int64_t> g_collective_ns{0};
-}
+std::atomic<int64_t> g_all_reduces{0}, g_all_gathers{0}, g_reduce_scatters{0}, g_broadcasts{0}, g_sends{0}, g_receives{0};
+}  // namespace
 
 int64_t collective_time_ns() { return g_collective_ns.load(); }
+
+CollectiveCounts collective_counts() {
+  return {g_all_reduces.load(), g_all_gathers.load(), g_reduce_scatters.load(),
+          g_broadcasts.load(), g_sends.load(),       g_receives.load()};
+}
 
 Group::Group(c10::intrusive_ptr<c10d::Backend> backend, std::string kind, int rank, int size, std::string name,
              std::chrono::milliseconds timeout)
@@ -47,6 +53,7 @@ void Group::wait(const char* what, c10::intrusive_ptr<c10d::Work> work) const {
 
 void Group::all_reduce_sum(at::Tensor& tensor) const {
   if (size_ == 1) return;
+  ++g_all_reduces;
   std::vector<at::Tensor> tensors{tensor};
   wait("all-reduce", backend_->allreduce(tensors, c10d::AllreduceOptions{}));
 }
@@ -54,6 +61,7 @@ void Group::all_reduce_sum(at::Tensor& tensor) const {
 PendingCollective Group::all_reduce_sum_async(at::Tensor& tensor) const {
   PendingCollective pending;
   if (size_ == 1) return pending;
+  ++g_all_reduces;
   std::vector<at::Tensor> tensors{tensor};
   pending.group_ = this;
   pending.what_ = "all-reduce";
@@ -79,6 +87,7 @@ void Group::all_reduce_max(at::Tensor& tensor) const {
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
+  ++g_all_reduces;
   wait("all-reduce", backend_->allreduce(tensors, options));
 }
 
@@ -92,6 +101,7 @@ PendingGather Group::all_gather_async(const at::Tensor& tensor, int64_t dim) con
     return pending;
   }
   pending.members_ = size_;
+  ++g_all_gathers;
   // One flat buffer (the backend's native all-gather, NCCL's and Gloo's alike): no per-member
   // tensors to allocate and concatenate.
   at::Tensor input = tensor.contiguous();
@@ -129,6 +139,7 @@ at::Tensor Group::reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) cons
   const at::Tensor chunks = tensor.reshape(split).movedim(dim, 0).contiguous();  // (members, chunk's shape)
   at::Tensor output = at::empty(chunks.sizes().slice(1), chunks.options());
   at::Tensor input = chunks.flatten(0, 1);  // the chunks one after another along dim 0, as the backends take them
+  ++g_reduce_scatters;
   wait("reduce-scatter", backend_->_reduce_scatter_base(output, input, c10d::ReduceScatterOptions{}));
   return output;
 }
@@ -138,6 +149,7 @@ void Group::broadcast(at::Tensor& tensor, int root) const {
   std::vector<at::Tensor> tensors{tensor};
   c10d::BroadcastOptions options;
   options.rootRank = root;
+  ++g_broadcasts;
   wait("broadcast", backend_->broadcast(tensors, options));
 }
 
@@ -149,6 +161,7 @@ PendingCollective Group::send_async(const at::Tensor& tensor, int peer, int tag)
   std::vector<at::Tensor> tensors{pending.keep_alive_};
   pending.group_ = this;
   pending.what_ = "send";
+  ++g_sends;
   pending.work_ = backend_->send(tensors, peer, tag);
   return pending;
 }
@@ -156,6 +169,7 @@ PendingCollective Group::send_async(const at::Tensor& tensor, int peer, int tag)
 void Group::receive(at::Tensor& tensor, int peer, int tag) const {
   SPMD_ASSERT(peer != rank_ && peer >= 0 && peer < size_ && tensor.is_contiguous(),
               "receive from member {} of group '{}' ({} ranks) at {}", peer, name_, size_, rank_);
+  ++g_receives;
   std::vector<at::Tensor> tensors{tensor};
   wait("receive", backend_->recv(tensors, peer, tag));
 }
@@ -168,6 +182,7 @@ PendingCollective Group::receive_async(at::Tensor& tensor, int peer, int tag) co
   std::vector<at::Tensor> tensors{tensor};
   pending.group_ = this;
   pending.what_ = "receive";
+  ++g_receives;
   pending.work_ = backend_->recv(tensors, peer, tag);
   return pending;
 }

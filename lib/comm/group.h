@@ -19,6 +19,13 @@ namespace spmd {
 // Wall time this process has spent inside collectives (all groups), for step-time breakdowns.
 int64_t collective_time_ns();
 
+// Collectives this process has started (all groups of more than one member), by kind: facts for
+// summary.json (how many a step issues), read as differences.
+struct CollectiveCounts {
+  int64_t all_reduces = 0, all_gathers = 0, reduce_scatters = 0, broadcasts = 0, sends = 0, receives = 0;
+};
+CollectiveCounts collective_counts();
+
 // A collective started by Group::*_async; wait() finishes it (errors as the blocking calls).
 class PendingCollective {
  public:

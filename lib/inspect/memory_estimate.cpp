@@ -34,6 +34,7 @@
 #include "inspect/memory_estimate.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "model/params.h"
@@ -175,47 +176,31 @@ std::vector<PipelinePass> step_passes(const PipelineLayout& pipeline, PipelineSc
   return passes;
 }
 
-// What a step holds beside the parameters' state, by kind: per_microbatch in flight; `copies` from
-// the first backward on (the gradients' second copy); `per_send` for each backward done of a chunk
+// What a step holds beside the parameters' state, by kind: per_microbatch in flight; `per_send`
+// for each backward done of a chunk
 // from `first_sending_chunk` on (a gradient sent back and not yet waited for); `working_set`
 // during a backward.
 struct StepHoldings {
-  int64_t per_microbatch = 0, copies = 0, per_send = 0, working_set = 0;
+  int64_t per_microbatch = 0, per_send = 0, working_set = 0;
   int64_t first_sending_chunk = 0;  // 1 on the first stage: its chunk 0 received no activation
-  int64_t blocks = 1, per_block = 0;  // a chunk's blocks, and what each keeps for its backward
 };
 
 // The most held at once. A backward frees its microbatch's activations as it makes gradients, so
-// the worst moments are a backward's start (with its working set) and the passes' boundaries; in
-// the first backward the gradients' second copy fills block by block, so its last block's moment
-// (the copies of the others beside the working set) can be worse than its start.
+// the worst moments are a backward's start (with its working set) and the passes' boundaries.
+// (The gradients have no second copy: a data-parallel .grad is its slot of the sync's bucket.)
 int64_t held_at_worst(const std::vector<PipelinePass>& passes, const StepHoldings& h) {
   int64_t live = 0, sends = 0, most = 0;
-  bool backward_seen = false;
   for (const auto& p : passes) {
     if (p.kind == PipelinePass::kForward) {
       ++live;
-    } else {  // its start: the copies and sends of earlier backwards, its own working set
-      const int64_t others = live * h.per_microbatch + sends * h.per_send + h.working_set;
-      most = std::max(most, others + (backward_seen ? h.copies : 0));
-      if (!backward_seen && h.blocks > 1)
-        most = std::max(most, others - (h.blocks - 1) * h.per_block + h.copies * (h.blocks - 1) / h.blocks);
-      backward_seen = true;
+    } else {  // its start: the sends of earlier backwards, its own working set
+      most = std::max(most, live * h.per_microbatch + sends * h.per_send + h.working_set);
       --live;
       if (p.chunk >= h.first_sending_chunk) ++sends;
     }
-    most = std::max(most, live * h.per_microbatch + (backward_seen ? h.copies : 0) + sends * h.per_send);
+    most = std::max(most, live * h.per_microbatch + sends * h.per_send);
   }
   return most;
-}
-
-// This device's gradients that GradientSync buckets: those summed over more than one device.
-int64_t bucketed_gradient_bytes(const ModelLayout& layout, int64_t rank) {
-  int64_t bytes = 0;
-  for (const auto& p : layout.params)
-    if (p.sharding.holds(rank) && layout.mesh.axes_size(gradient_sum_axes(layout, p)) > 1)
-      bytes += p.sharding.shard_numel() * kFloatBytes;
-  return bytes;
 }
 
 int64_t operand_bytes(MatmulDtype matmul_dtype) { return matmul_dtype == MatmulDtype::kBFloat16 ? 2 : kFloatBytes; }
@@ -291,14 +276,16 @@ int64_t microbatches_in_flight(const PipelineLayout& pipeline, PipelineSchedule 
 MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, int64_t microbatches, int64_t rank,
                                PipelineSchedule schedule, Remat remat) {
   MemoryEstimate e;
+  std::map<int64_t, int64_t> unit_bytes;  // FSDP units (a block, or the weights outside the stack), gathered
   for (const auto& p : layout.params) {
     if (!p.sharding.holds(rank)) continue;  // another pipeline stage's
     e.params += p.sharding.shard_numel() * kFloatBytes;
-    // An FSDP weight is gathered for its layer and freed after (again in backward): the working
-    // set is, at worst, the largest gathered weight, its full gradient before the reduce-scatter,
-    // and the next weight's gather in flight (runtime.fsdp_prefetch; one weight less without).
-    if (p.is_fsdp()) e.fsdp_gathered = std::max(e.fsdp_gathered, 3 * product(p.gathered_shape()) * kFloatBytes);
+    if (gathered(layout, p)) unit_bytes[p.info.layer] += product(p.gathered_shape()) * kFloatBytes;
   }
+  // FSDP gathers a unit at a time (parallel/fsdp_prefetch.h): at worst the unit in use, its full
+  // gradients before their reduce-scatter, the next unit's gather in flight (runtime.fsdp_prefetch)
+  // and a flat buffer beside one of them while it is split or joined.
+  for (const auto& [layer, bytes] : unit_bytes) e.fsdp_gathered = std::max(e.fsdp_gathered, 4 * bytes);
   e.grads = e.params;
   e.optimizer = 2 * e.params;
   const PipelineLayout& pipeline = layout.pipeline;
@@ -316,16 +303,12 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   // Each term is what it adds at the step's worst moment to those before it.
   const auto passes = step_passes(pipeline, schedule, microbatches, stage);
   StepHoldings held{e.activations_per_microbatch};
-  held.blocks = layers;
-  held.per_block = e.activation_parts.per_block;
   int64_t worst = e.activations;
   auto added = [&] {
     const int64_t before = worst;
     worst = held_at_worst(passes, held);
     return worst - before;
   };
-  held.copies = bucketed_gradient_bytes(layout, rank);
-  e.gradient_copies = added();
   held.per_send = pipeline.axis.empty() ? 0 : shapes.stream_bytes();
   held.first_sending_chunk = stage == 0 ? 1 : 0;
   e.gradient_sends = added();

@@ -23,11 +23,7 @@ struct MemoryEstimate {
   int64_t params = 0;        // this device's parameter shards (of its pipeline stage's parameters)
   int64_t grads = 0;         // gradients: same sharding as the parameters
   int64_t optimizer = 0;     // AdamW m and v: same sharding as the parameters
-  int64_t fsdp_gathered = 0; // FSDP working set: the largest gathered weight, its gradient, the prefetch
-  // Gradients summed over data, context or sequence splits live twice from a step's first backward
-  // until its gradient sync ends: autograd's .grad beside the sync's bucket buffer. What that second
-  // copy adds to the activations' worst moment (0 when the activations peak before any backward).
-  int64_t gradient_copies = 0;
+  int64_t fsdp_gathered = 0; // FSDP working set: 4x the largest unit gathered (fsdp_prefetch.h)
   // Activation gradients sent back to the previous stage: a send keeps its buffer until the step's
   // end waits for it (Gloo's send has no completion to poll), so at a stage's last backward one
   // stream per earlier (microbatch, chunk) is still held. 0 on the first stage and without stages.
@@ -50,7 +46,7 @@ struct MemoryEstimate {
   int64_t context_parallel_degree = 1;              // positions of every activation held: T / this
   ContextExchange context_exchange = ContextExchange::kAllGather;  // how attention gets keys and values
   int64_t total() const {
-    return params + grads + optimizer + fsdp_gathered + gradient_copies + gradient_sends + backward_working_set +
+    return params + grads + optimizer + fsdp_gathered + gradient_sends + backward_working_set +
            recompute + activations;
   }
 };

@@ -58,7 +58,6 @@ std::string dominant_term(const MemoryEstimate& e) {
   const std::pair<const char*, int64_t> terms[] = {{"parameters", e.params}, {"gradients", e.grads},
                                                    {"optimizer state", e.optimizer},
                                                    {"FSDP working set", e.fsdp_gathered},
-                                                   {"gradients in sync", e.gradient_copies},
                                                    {"gradients sent back", e.gradient_sends},
                                                    {"backward working set", e.backward_working_set},
                                                    {"recomputed block", e.recompute},

@@ -32,7 +32,7 @@ std::string logical_text(const std::vector<std::string>& logical) {
 nlohmann::json memory_json(const MemoryEstimate& e) {
   const ActivationParts& a = e.activation_parts;
   return {{"params", e.params}, {"grads", e.grads}, {"optimizer", e.optimizer},
-          {"fsdp_gathered", e.fsdp_gathered}, {"gradient_copies", e.gradient_copies},
+          {"fsdp_gathered", e.fsdp_gathered},
           {"gradient_sends", e.gradient_sends}, {"backward_working_set", e.backward_working_set},
           {"recompute", e.recompute},
           {"activations", e.activations},
@@ -114,8 +114,7 @@ std::string memory_text(const Config& config, const ModelLayout& layout, std::op
   line("parameters", sharded.params, single.params);
   line("gradients", sharded.grads, single.grads);
   line("AdamW state (m, v)", sharded.optimizer, single.optimizer);
-  line("FSDP working set (one layer)", sharded.fsdp_gathered, single.fsdp_gathered);
-  line("gradients in sync (a second copy)", sharded.gradient_copies, single.gradient_copies);
+  line("FSDP working set (one block)", sharded.fsdp_gathered, single.fsdp_gathered);
   line("gradients sent to the previous stage", sharded.gradient_sends, single.gradient_sends);
   line("backward working set (widest op)", sharded.backward_working_set, single.backward_working_set);
   line("block recomputed in backward (remat)", sharded.recompute, single.recompute);

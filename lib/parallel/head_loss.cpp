@@ -26,7 +26,7 @@ struct HeadPass {
 // The table the products use: the stored one, or the FSDP shard's all-gather.
 at::Tensor gathered_table(const at::Tensor& table, const HeadShard& head) {
   if (head.gathers.empty()) return table;
-  return head.prefetcher ? head.prefetcher->gather(table, head.gathers, FsdpPrefetcher::Pass::kForward)
+  return head.prefetcher ? head.prefetcher->gather(head.fsdp_index, FsdpPrefetcher::Pass::kForward)
                          : fsdp_gather(table, head.gathers);
 }
 

@@ -22,10 +22,14 @@ struct HeadShard {
   int64_t vocab_offset = 0;         // the global id of the table's first row
   int64_t valid_vocab = 0;          // ids >= this are padding, masked out of the softmax
   const Group* vocab_group = nullptr;  // the members holding the other columns, in order
-  // FSDP: the all-gathers that make the (V_local, C) table from the stored shard (through the
-  // prefetcher where there is one); its gradient is reduce-scattered back. Empty: stored whole.
+  // FSDP: the all-gathers that make the (V_local, C) table from the stored shard; its gradient is
+  // reduce-scattered back in the forward, by a collective of its own, so that only the shard's
+  // gradient waits for backward. Empty: stored whole. With a prefetcher, the table is weight
+  // `fsdp_index` of its unit (fsdp_prefetch.h), gathered with the unit, whose gather was started
+  // ahead; without, gathered on the spot.
   FsdpGathers gathers;
   FsdpPrefetcher* prefetcher = nullptr;
+  size_t fsdp_index = 0;
   at::ScalarType operand_dtype = at::kFloat;  // the products' operands (model.matmul_dtype)
   int64_t chunk_rows = 0;           // 0: head_chunk_rows(V_local, rows, on a GPU)
 };

@@ -1,6 +1,9 @@
 // How each logical operation becomes local compute + collectives.
 #include "parallel/parallel_ops.h"
 
+#include <algorithm>
+
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -34,23 +37,23 @@ bool ParallelOps::has_param(const std::string& name) const {
   return false;
 }
 
-FsdpGathers ParallelOps::fsdp_gathers(const ParamLayout& layout) const {
-  FsdpGathers gathers;
-  for (size_t d = 0; d < layout.fsdp_axes.size(); ++d) {
-    if (layout.fsdp_axes[d].empty()) continue;
-    const Group& g = group(layout.fsdp_axes[d]);
-    if (g.size() > 1) gathers.emplace_back(static_cast<int64_t>(d), &g);
-  }
-  return gathers;
-}
-
 at::Tensor ParallelOps::shard(const std::string& name) const { return model_.params()[model_.index_of(name)]; }
 
+FsdpWeight ParallelOps::fsdp_weight(const std::string& name) {
+  const size_t k = model_.index_of(name);
+  FsdpWeight w{k, prefetcher(), at::Tensor()};
+  if (!at::GradMode::is_enabled()) return w;
+  const int64_t unit = prefetcher()->unit_of(k);
+  auto it = unit_handles_.find(unit);
+  if (it == unit_handles_.end()) it = unit_handles_.emplace(unit, fsdp_unit_grad_handles(*prefetcher(), unit)).first;
+  const auto& ps = prefetcher()->unit_params(unit);
+  w.grad_handle = it->second[static_cast<size_t>(std::find(ps.begin(), ps.end(), k) - ps.begin())];
+  return w;
+}
+
 at::Tensor ParallelOps::param(const std::string& name) {
-  at::Tensor t = shard(name);
-  // FSDP: all-gather the dims sharded over batch axes; the gradient is reduce-scattered back.
-  for (const auto& [dim, group] : fsdp_gathers(layout_of(name))) t = gather_params_from_group(t, dim, *group);
-  return t;
+  // FSDP: the weight gathered with its unit; the gradient is reduce-scattered back with the unit's.
+  return is_fsdp(name) ? fsdp_param(fsdp_weight(name)) : shard(name);
 }
 
 at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
@@ -61,7 +64,6 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   const size_t n = static_cast<size_t>(contracted_dims);
   auto in_tp = layout.input_tp_axes();
   auto out_tp = layout.output_tp_axes();
-  const FsdpGathers gathers = fsdp_gathers(layout);
   const std::vector<int64_t> w_shape = layout.gathered_shape();  // as computed with (FSDP dims gathered)
   at::Tensor input = x;
   // Column-parallel: the replicated input fans out to shards of the output features.
@@ -78,8 +80,8 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   const bool fold_bias = !bias.empty() && in_tp.empty();
   at::Tensor b = fold_bias ? param(bias).reshape({-1}) : at::Tensor();
   at::Tensor y;
-  if (!gathers.empty()) {
-    y = fsdp_linear(x2, shard(weight), gathers, /*transposed=*/false, b, prefetcher(), matmul_dtype());
+  if (is_fsdp(weight)) {
+    y = fsdp_linear(x2, fsdp_weight(weight), /*transposed=*/false, b, matmul_dtype());
   } else {
     y = kernels::dense_product(x2, param(weight).reshape({k, -1}), b, matmul_dtype());  // (K, N) weight
   }
@@ -94,9 +96,8 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
 
 at::Tensor ParallelOps::embed(const std::string& table, const at::Tensor& ids) {
   const auto& layout = layout_of(table);
-  const FsdpGathers gathers = fsdp_gathers(layout);
   auto lookup = [&](const at::Tensor& local_ids) {  // (V_local, C) table rows
-    return gathers.empty() ? at::embedding(param(table), local_ids) : fsdp_embedding(local_ids, shard(table), gathers, prefetcher());
+    return is_fsdp(table) ? fsdp_embedding(local_ids, fsdp_weight(table)) : at::embedding(param(table), local_ids);
   };
   const auto& vocab_tp = layout.tp_axes[0];
   sequence_length_ = ids.size(1);
@@ -112,9 +113,7 @@ at::Tensor ParallelOps::embed(const std::string& table, const at::Tensor& ids) {
 }
 
 at::Tensor ParallelOps::local_logits(const at::Tensor& x2, const std::string& table) {
-  const FsdpGathers gathers = fsdp_gathers(layout_of(table));
-  if (!gathers.empty())
-    return fsdp_linear(x2, shard(table), gathers, /*transposed=*/true, at::Tensor(), prefetcher(), matmul_dtype());
+  if (is_fsdp(table)) return fsdp_linear(x2, fsdp_weight(table), /*transposed=*/true, at::Tensor(), matmul_dtype());
   return kernels::dense_product(x2, param(table).t(), at::Tensor(), matmul_dtype());  // the (V_local, C) table as W^T
 }
 
@@ -140,8 +139,11 @@ ParallelOps::HeadInput ParallelOps::head_input(const at::Tensor& x, const std::s
   head.vocab_offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * columns;
   head.valid_vocab = model_.layout().model.vocab_size;
   head.vocab_group = &vocab_group;
-  head.gathers = fsdp_gathers(layout);
-  head.prefetcher = prefetcher();
+  if (is_fsdp(table)) {
+    head.fsdp_index = model_.index_of(table);
+    head.gathers = model_.fsdp_gathers(head.fsdp_index);
+    head.prefetcher = prefetcher();
+  }
   head.operand_dtype = matmul_dtype();
   // Under context parallelism x holds this rank's chunks of the sequence: so must the targets.
   const at::Tensor local_targets = context_parallel() ? take_context_chunks(targets, 1, context_split()) : targets;
@@ -163,8 +165,7 @@ at::Tensor ParallelOps::tied_head_row_losses(const at::Tensor& x, const std::str
 
 at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) {
   at::Tensor b = bias.empty() ? at::Tensor() : param(bias);
-  const FsdpGathers gathers = fsdp_gathers(layout_of(weight));
-  if (!gathers.empty()) return fsdp_layer_norm(x, shard(weight), gathers, b, eps, prefetcher());
+  if (is_fsdp(weight)) return fsdp_layer_norm(x, fsdp_weight(weight), b, eps);
   return at::layer_norm(x, {x.size(-1)}, param(weight), b, eps);
 }
 

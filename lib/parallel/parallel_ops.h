@@ -2,8 +2,10 @@
 // collectives the layout needs (FSDP gathers, Megatron column/row splits, vocab-parallel loss).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/choices.h"  // Remat: what the backward recomputes (runtime.remat)
 #include "kernels/kernels.h"
@@ -58,8 +60,11 @@ class ParallelOps : public ModelOps {
 
  private:
   const ParamLayout& layout_of(const std::string& name) const;
-  FsdpGathers fsdp_gathers(const ParamLayout& layout) const;  // empty unless gathered over a group > 1
-  at::Tensor shard(const std::string& name) const;             // this rank's stored block
+  at::Tensor shard(const std::string& name) const;  // this rank's stored block
+  bool is_fsdp(const std::string& name) const { return prefetcher()->unit_of(model_.index_of(name)) >= 0; }
+  // An FSDP weight with its gradient handle: the handles of a unit come from one node, made at
+  // the unit's first use in this pass (in grad mode), so its gradients are reduce-scattered once.
+  FsdpWeight fsdp_weight(const std::string& name);
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
   bool sequence_parallel() const { return !decoding_ && !model_.layout().seq_axes.empty(); }
   // Context parallelism: every activation holds this rank's head-tail chunks of the sequence
@@ -85,7 +90,7 @@ class ParallelOps : public ModelOps {
   HeadInput head_input(const at::Tensor& x, const std::string& table, const at::Tensor& targets);
   // body(x), recomputed in backward; the body lives as long as this ParallelOps (its graph's).
   at::Tensor recomputed(const at::Tensor& x, RecomputedBody body);
-  FsdpPrefetcher* prefetcher() { return &model_.fsdp_prefetcher(); }
+  FsdpPrefetcher* prefetcher() const { return &model_.fsdp_prefetcher(); }
   // The operand dtype of dense products (model.matmul_dtype).
   at::ScalarType matmul_dtype() const { return kernels::matmul_operand_dtype(model_.layout().model.matmul_dtype); }
 
@@ -97,6 +102,7 @@ class ParallelOps : public ModelOps {
   bool decoding_;
   int64_t sequence_length_ = -1;  // of the token ids embed() saw (the full sequence)
   std::vector<std::unique_ptr<RecomputedBody>> bodies_;
+  std::map<int64_t, std::vector<at::Tensor>> unit_handles_;  // per FSDP unit, this pass's
 };
 
 }  // namespace spmd

@@ -39,6 +39,25 @@ ShardedModel::ShardedModel(ModelLayout layout, Communicator& comm, uint64_t seed
     // Drawn on the CPU (the counter-based generator), then placed on the rank's device once.
     params_.push_back(local.to(comm.device()).set_requires_grad(true));
   }
+  // FSDP units: a block's weights (the table's layer), the weights outside the stack (layer -1).
+  std::vector<FsdpGathers> gathers;
+  std::vector<int64_t> layers;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    gathers.push_back(fsdp_gathers(i));
+    layers.push_back(layout_.params[i].info.layer);
+  }
+  prefetcher_ = std::make_unique<FsdpPrefetcher>(params_, gathers, layers);
+}
+
+FsdpGathers ShardedModel::fsdp_gathers(size_t i) const {
+  const ParamLayout& layout = layout_.params[i];
+  FsdpGathers gathers;
+  for (size_t d = 0; d < layout.fsdp_axes.size(); ++d) {
+    if (layout.fsdp_axes[d].empty()) continue;
+    const Group& g = comm_->along(layout.fsdp_axes[d]);
+    if (g.size() > 1) gathers.emplace_back(static_cast<int64_t>(d), &g);
+  }
+  return gathers;
 }
 
 void ShardedModel::validate_layout() const {

@@ -3,6 +3,7 @@
 // on the communicator's device. Parameters of other pipeline stages are undefined tensors here.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -31,8 +32,12 @@ class ShardedModel {
   // Bytes of this rank's parameter shards.
   int64_t local_param_bytes() const;
 
-  // Overlaps each FSDP weight's all-gather with the previous layer's compute (on by default).
-  FsdpPrefetcher& fsdp_prefetcher() { return prefetcher_; }
+  // Gathers the FSDP weights a block (ParamInfo.layer) at a time, overlapping the next block's
+  // all-gather with this one's compute (runtime.fsdp_prefetch, on by default).
+  FsdpPrefetcher& fsdp_prefetcher() { return *prefetcher_; }
+  const FsdpPrefetcher& fsdp_prefetcher() const { return *prefetcher_; }
+  // How parameter i becomes the tensor layers compute with: empty unless FSDP over a group > 1.
+  FsdpGathers fsdp_gathers(size_t i) const;
   // How many attention forwards sent keys and values around the context axes (the ring), as
   // opposed to gathering them: summary.json shows which exchange ran.
   int64_t ring_attention_forwards() const { return ring_attention_forwards_; }
@@ -45,7 +50,7 @@ class ShardedModel {
   ModelLayout layout_;
   Communicator* comm_;
   std::vector<at::Tensor> params_;
-  FsdpPrefetcher prefetcher_;
+  std::unique_ptr<FsdpPrefetcher> prefetcher_;
   int64_t ring_attention_forwards_ = 0;
 };
 

@@ -63,7 +63,6 @@ nlohmann::json plans_json(const std::vector<RankedPlan>& plans, size_t top, cons
                             {"memory_bytes", p.footprint()},
                             {"memory", {{"params", p.memory.params}, {"grads", p.memory.grads},
                                         {"optimizer", p.memory.optimizer}, {"fsdp_gathered", p.memory.fsdp_gathered},
-                                        {"gradient_copies", p.memory.gradient_copies},
                                         {"gradient_sends", p.memory.gradient_sends},
                                         {"backward_working_set", p.memory.backward_working_set},
                                         {"activations", p.memory.activations}, {"recompute", p.memory.recompute}}},

@@ -110,6 +110,9 @@ class StepPasses {
       f.output = x;
       link_.send_activation(m, chunk, x.detach().to(at::kFloat));
     }
+    // The last FSDP unit's gathered weights are not the graph's: drop them (and a gather still in
+    // flight, should the forward have left its recorded order) before measuring it.
+    s_.model->fsdp_prefetcher().drain();
     note_graph(f, live_before);
     result_.timings.forward_ms += ms_since(start);
   }
@@ -120,6 +123,7 @@ class StepPasses {
     // The last backward communicates; the chunks whose last backward came earlier just
     // accumulated, and GradientSync::finish reduces them.
     if (++backwards_done_ == static_cast<int64_t>(live_.size())) s_.grad_sync->arm();
+    s_.model->fsdp_prefetcher().begin_backward();  // recomputed blocks gather in the backward's order
     if (link_.ends(chunk)) {
       f.output.backward();
     } else {
@@ -127,6 +131,7 @@ class StepPasses {
       f.output.backward(grad);
     }
     if (!link_.embeds(chunk)) link_.send_gradient(m, chunk, f.input.grad());
+    s_.model->fsdp_prefetcher().release();
     in_flight_bytes_ -= f.graph_bytes;
     f = InFlight{};  // its graph goes
     result_.timings.backward_ms += ms_since(start);

@@ -127,6 +127,7 @@ StepResult train_step(TrainState& s) {
   StepResult result;
   const auto start = Clock::now();
   const int64_t collective_start = collective_time_ns();
+  const CollectiveCounts counts_start = collective_counts();
   const double wait_start = s.stage_link->receive_wait_ms();
   s.phases.begin(device);
 
@@ -157,6 +158,10 @@ StepResult train_step(TrainState& s) {
   result.timings.optimizer_ms = ms_since(phase);
   s.phases.mark();
   result.timings.collective_ms = static_cast<double>(collective_time_ns() - collective_start) / 1e6;
+  const CollectiveCounts counts = collective_counts();
+  s.last_step_collectives = {counts.all_reduces - counts_start.all_reduces,     counts.all_gathers - counts_start.all_gathers,
+                             counts.reduce_scatters - counts_start.reduce_scatters, counts.broadcasts - counts_start.broadcasts,
+                             counts.sends - counts_start.sends,                 counts.receives - counts_start.receives};
   result.timings.pipeline_wait_ms = s.stage_link->receive_wait_ms() - wait_start;
   result.timings.total_ms = ms_since(start);
   ++s.step;

@@ -25,6 +25,7 @@ struct TrainState {
   std::unique_ptr<ShardedModel> model;
   std::unique_ptr<StageLink> stage_link;    // this rank's pipeline stage (the only one without stages)
   std::unique_ptr<GradientSync> grad_sync;  // after model: its hooks go before the parameters
+  CollectiveCounts last_step_collectives;   // those the last train_step started on this rank
   std::unique_ptr<Model> net;  // the family's forward (model.arch)
   std::unique_ptr<AdamW> optimizer;
   std::shared_ptr<const TokenDataset> val_data;  // null when eval is off or a blend has no data.val

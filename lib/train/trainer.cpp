@@ -259,14 +259,24 @@ void add_run_totals(TrainState& state, int64_t graph_bytes, nlohmann::json& summ
   if (state.grad_sync->num_buckets() > 0) {  // once per bucket and step, however many microbatches
     summary["gradient_all_reduces"] = state.grad_sync->total_reductions();
     summary["gradient_all_reduces_during_backward"] = state.grad_sync->total_started_during_backward();
+    // .grad is the bucket: one gradient-sized buffer (0 gradients outside it), rank 0's.
+    summary["gradient_bucket_bytes"] = state.grad_sync->bucket_bytes();
+    summary["gradients_outside_buckets"] = state.grad_sync->grads_outside_buckets();
   }
   if (const auto& p = state.model->fsdp_prefetcher(); p.total_uses() > 0) {
     summary["fsdp_weight_uses"] = p.total_uses();
-    summary["fsdp_prefetched_uses"] = p.prefetched_uses();
+    summary["fsdp_unit_gathers"] = p.unit_gathers();
+    summary["fsdp_prefetched_gathers"] = p.prefetched_gathers();
     if (leader)
-      fmt::print("FSDP all-gathers: {} of {} weight uses served by a gather started during the previous layer\n",
-                 p.prefetched_uses(), p.total_uses());
+      fmt::print("FSDP all-gathers: {} (one per block or the embeddings and head, for {} weight uses), {} of them "
+                 "started during the previous block\n",
+                 p.unit_gathers(), p.total_uses(), p.prefetched_gathers());
   }
+  // The collectives of the last training step on this rank (rank 0's in the file), by kind.
+  const CollectiveCounts& c = state.last_step_collectives;
+  summary["collectives_last_step"] = {{"all_reduce", c.all_reduces}, {"all_gather", c.all_gathers},
+                                      {"reduce_scatter", c.reduce_scatters}, {"broadcast", c.broadcasts},
+                                      {"send", c.sends}, {"receive", c.receives}};
 }
 
 // After the last save finished: the summary and the loss plot written, the run's last act.

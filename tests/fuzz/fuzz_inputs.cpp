@@ -407,7 +407,7 @@ void check_report(const nlohmann::json& j, const std::string& label, Tally& tall
   for (const char* which : {"per_device", "single_device"}) {
     const auto& m = totals.at(which);
     int64_t sum = 0;
-    for (const char* k : {"params", "grads", "optimizer", "fsdp_gathered", "gradient_copies", "gradient_sends",
+    for (const char* k : {"params", "grads", "optimizer", "fsdp_gathered", "gradient_sends",
                           "backward_working_set", "recompute", "activations"}) {
       int64_t v = m.at(k).get<int64_t>();
       if (v < 0) tally.fail(fmt::format("{}: negative {}.{} = {}", label, which, k, v));

@@ -132,7 +132,9 @@ void check_group(const Group& g, const std::string& label) {
     at::Tensor x = leaf(data_for(r, {4, K}, 1.2));
     at::Tensor shard = leaf(data_for(r, {2, 2, 3}, 1.3));
     at::Tensor bias = leaf(data_for(0, {6}, 1.4));
-    at::Tensor y = fsdp_linear(x, shard, gathers, false, bias, nullptr, dtype);
+    std::vector<at::Tensor> params{shard};
+    FsdpPrefetcher unit(params, {gathers}, {0});
+    at::Tensor y = fsdp_linear(x, FsdpWeight{0, &unit, fsdp_unit_grad_handles(unit, 0)[0]}, false, bias, dtype);
     (y * data_for(r, {4, 6}, 1.5)).sum().backward();
     std::vector<at::Tensor> xs, shards;
     for (int m = 0; m < n; ++m) {
@@ -156,7 +158,9 @@ void check_group(const Group& g, const std::string& label) {
     FsdpGathers gathers{{1, &g}};
     at::Tensor x = leaf(data_for(r, {4, K}, 1.6));
     at::Tensor shard = leaf(data_for(r, {5, 3}, 1.7));
-    at::Tensor y = fsdp_linear(x, shard, gathers, true, at::Tensor());
+    std::vector<at::Tensor> params{shard};
+    FsdpPrefetcher unit(params, {gathers}, {0});
+    at::Tensor y = fsdp_linear(x, FsdpWeight{0, &unit, fsdp_unit_grad_handles(unit, 0)[0]}, true, at::Tensor());
     (y * data_for(r, {4, 5}, 1.8)).sum().backward();
     std::vector<at::Tensor> xs, shards;
     for (int m = 0; m < n; ++m) {
@@ -178,7 +182,9 @@ void check_group(const Group& g, const std::string& label) {
     at::Tensor x = leaf(data_for(r, {3, C}, 1.9) * 2.0);
     at::Tensor shard = leaf(data_for(r, {2}, 2.0) + 1.0);
     at::Tensor bias = leaf(data_for(0, {C}, 2.1));
-    at::Tensor y = fsdp_layer_norm(x, shard, gathers, bias, 1e-5);
+    std::vector<at::Tensor> params{shard};
+    FsdpPrefetcher unit(params, {gathers}, {0});
+    at::Tensor y = fsdp_layer_norm(x, FsdpWeight{0, &unit, fsdp_unit_grad_handles(unit, 0)[0]}, bias, 1e-5);
     (y * data_for(r, {3, C}, 2.2)).sum().backward();
     std::vector<at::Tensor> xs, shards;
     for (int m = 0; m < n; ++m) {
@@ -195,29 +201,40 @@ void check_group(const Group& g, const std::string& label) {
     expect_close(label + " fsdp_layer_norm grad shard", shard.grad(), shards[r].grad());
     expect_close(label + " fsdp_layer_norm grad bias", bias.grad(), data_for(r, {3, C}, 2.2).sum(0));
   }
-  // FsdpPrefetcher: what it serves equals the plain gather, whether its recorded order holds (then
-  // every use after a pass's first is served by a gather started one use earlier) or changes.
+  // FsdpPrefetcher: weights 0 and 1 (gathered along different dims) form one unit, 2 and 3 one
+  // each. What it serves equals the plain per-weight gather, whether its recorded order of units
+  // holds (then every unit after a pass's first is served by a gather started one unit earlier)
+  // or changes; one all-gather per unit; the unit's reduce-scatter equals the per-weight ones.
   {
     using Pass = FsdpPrefetcher::Pass;
-    FsdpPrefetcher prefetcher;
-    const FsdpGathers gathers{{0, &g}};
+    const FsdpGathers rows{{0, &g}}, columns{{1, &g}};
     std::vector<at::Tensor> shards;
-    for (int k = 0; k < 3; ++k) shards.push_back(data_for(r, {2, 3}, 3.0 + k));
-    auto pass = [&](const std::vector<int>& order) {
+    for (int k = 0; k < 4; ++k) shards.push_back(data_for(r, {2, 3}, 3.0 + k));
+    const std::vector<FsdpGathers> gathers{rows, columns, rows, rows};
+    FsdpPrefetcher prefetcher(shards, gathers, {7, 7, 8, 9});
+    std::vector<at::Tensor> expected;
+    for (size_t k = 0; k < shards.size(); ++k) expected.push_back(fsdp_gather(shards[k], gathers[k]));
+    auto pass = [&](const std::vector<size_t>& order) {
       prefetcher.begin_forward();
       bool same = true;
-      for (int k : order)
-        same = at::equal(prefetcher.gather(shards[k], gathers, Pass::kForward), fsdp_gather(shards[k], gathers)) && same;
+      for (size_t k : order) same = at::equal(prefetcher.gather(k, Pass::kForward), expected[k]) && same;
       return same;
     };
-    const bool recorded = pass({0, 1, 2});
-    const bool repeated = pass({0, 1, 2}) && pass({0, 1, 2});
-    const int64_t served_ahead = prefetcher.prefetched_uses();
-    const bool changed = pass({0, 2, 1}) && pass({0, 1});
+    const int64_t all_gathers_before = collective_counts().all_gathers;
+    const bool recorded = pass({0, 1, 2, 3});
+    const int64_t per_pass = collective_counts().all_gathers - all_gathers_before;
+    const bool repeated = pass({1, 0, 2, 3}) && pass({0, 1, 2, 3});
+    const int64_t served_ahead = prefetcher.prefetched_gathers();
+    const bool changed = pass({0, 3, 2, 1}) && pass({0, 1});
     prefetcher.drain();
     expect_true(label + " fsdp prefetch values", recorded && repeated && changed);
-    expect_true(label + " fsdp prefetch served ahead " + std::to_string(served_ahead) + " of 4",
-                served_ahead == 4 && prefetcher.total_uses() == 14);
+    expect_true(label + " fsdp unit gathers: " + std::to_string(per_pass) + " all-gathers for 3 units",
+                per_pass == 3 && prefetcher.unit_gathers() == 3 * 3 + 4 + 1);
+    expect_true(label + " fsdp prefetch served ahead " + std::to_string(served_ahead) + " of 4", served_ahead == 4);
+    std::vector<at::Tensor> grads{data_for(r, {2 * n, 3}, 4.0), at::Tensor()};
+    const std::vector<at::Tensor> dshards = prefetcher.reduce_scatter(prefetcher.unit_of(0), grads);
+    expect_close(label + " fsdp unit reduce-scatter", dshards[0], fsdp_reduce_scatter(grads[0], rows));
+    expect_true(label + " fsdp unit reduce-scatter leaves out a weight without a gradient", !dshards[1].defined());
   }
   // head_cross_entropy vocab-parallel: member m holds rows [m V_local, (m + 1) V_local) of the
   // table, the last shard ending in padding; x is replicated (copy_to_group sums its gradient).
