@@ -7,6 +7,7 @@
 #include <ATen/ops/_foreach_norm.h>
 #include <fmt/ranges.h>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fused_adamw.h"
 #include "kernels/cpu/fused_attention.h"
 #include "kernels/cpu/fused_gelu.h"
@@ -19,11 +20,12 @@ namespace spmd::kernels {
 // ---- Dense products ----
 
 namespace {
-// x w (+ bias) with operands rounded to `dtype` and the result in x's dtype; autograd-aware.
+// Autocast's product: operands in `dtype` (no copy for those already in it), bias in addmm, the
+// result in `dtype`; autograd-aware.
 at::Tensor reduced_precision_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                                      at::ScalarType dtype) {
-  at::Tensor y = at::mm(x.to(dtype), w.to(dtype)).to(x.scalar_type());
-  return bias.defined() ? y + bias : y;
+  const at::Tensor xr = x.to(dtype), wr = w.to(dtype);
+  return bias.defined() ? at::addmm(bias.to(dtype), xr, wr) : at::mm(xr, wr);
 }
 }  // namespace
 
@@ -31,15 +33,28 @@ at::ScalarType matmul_operand_dtype(MatmulDtype dtype) {
   return dtype == MatmulDtype::kBFloat16 ? at::kBFloat16 : at::kFloat;
 }
 
+at::ScalarType matmul_operand_dtype(MatmulDtype dtype, c10::Device device) {
+  if (device.is_cpu() && !cpu::has_bf16_instructions()) return at::kFloat;
+  return matmul_operand_dtype(dtype);
+}
+
+std::string matmul_dtype_note(MatmulDtype dtype, c10::Device device) {
+  if (dtype != MatmulDtype::kBFloat16) return "matmuls float32";
+  if (matmul_operand_dtype(dtype, device) == at::kBFloat16)
+    return device.is_cpu() ? "matmuls bfloat16 (CPU has avx512_bf16/amx_bf16)" : "matmuls bfloat16";
+  return "matmuls float32: model.matmul_dtype bfloat16 asked, but this CPU lacks bf16 instructions (no avx512_bf16 "
+         "or amx_bf16 in /proc/cpuinfo), where bf16 products would be slower than float32";
+}
+
 at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                          at::ScalarType operand_dtype) {
-  if (operand_dtype == x.scalar_type() && cpu::fused_linear_supports(x, w)) return cpu::fused_linear(x, w, bias);
+  if (operand_dtype == at::kFloat && cpu::fused_linear_supports(x, w)) return cpu::fused_linear(x, w, bias);
   return linear_forward(x, w, bias, operand_dtype);  // here only libtorch ops, which autograd records
 }
 
 at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                           at::ScalarType operand_dtype) {
-  if (operand_dtype != x.scalar_type()) return reduced_precision_product(x, w, bias, operand_dtype);
+  if (c10::isReducedFloatingType(operand_dtype)) return reduced_precision_product(x, w, bias, operand_dtype);
   if (cpu::fused_linear_supports(x, w)) return cpu::fused_linear_forward(x, w, bias);
   return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
 }
@@ -47,11 +62,14 @@ at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Te
 LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
                             bool need_dw, bool need_dbias, at::ScalarType operand_dtype) {
   LinearGrads g;
-  if (operand_dtype != x.scalar_type()) {
+  if (c10::isReducedFloatingType(operand_dtype)) {
     const at::Tensor dy_r = dy.to(operand_dtype);
     if (need_dx) g.dx = at::mm(dy_r, w.to(operand_dtype).t()).to(x.scalar_type());
-    if (need_dw) g.dw = at::mm(x.to(operand_dtype).t(), dy_r).to(x.scalar_type());
-  } else if (cpu::fused_linear_supports(x, w)) {
+    if (need_dw) g.dw = at::mm(x.to(operand_dtype).t(), dy_r).to(w.scalar_type());
+    if (need_dbias) g.dbias = dy.sum(0).to(at::kFloat);  // as addmm's backward: a bf16 sum (float32 inside)
+    return g;
+  }
+  if (cpu::fused_linear_supports(x, w)) {
     g = cpu::fused_linear_backward(x, w, dy, need_dx, need_dw);
   } else {
     if (need_dx) g.dx = at::mm(dy, w.t());
@@ -88,9 +106,10 @@ at::Tensor explicit_causal_attention(const at::Tensor& qkv, const at::Tensor& dr
       document_starts.defined()
           ? hidden_keys(at::arange(T, qkv.options().dtype(at::kLong)), T, document_starts)
           : at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
-  at::Tensor probs = at::softmax(scores.masked_fill(hidden, -INFINITY), -1);
-  if (dropout_mask.defined()) probs = (probs * dropout_mask).to(v.scalar_type());  // the mask is float32
-  return at::matmul(probs, v).transpose(1, 2);
+  // The softmax in float32 whatever the operands (bf16: as autocast does).
+  at::Tensor probs = at::softmax(scores.masked_fill(hidden, -INFINITY), -1, at::kFloat);
+  if (dropout_mask.defined()) probs = probs * dropout_mask;  // the mask is float32
+  return at::matmul(probs.to(v.scalar_type()), v).transpose(1, 2);
 }
 }  // namespace
 
@@ -100,10 +119,10 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
               qkv.sizes().vec());
   SPMD_ASSERT((!document_starts.defined() || document_starts.sizes() == at::IntArrayRef({qkv.size(0), qkv.size(1)})),
               "causal_attention: document starts {} for qkv {}", document_starts.sizes().vec(), qkv.sizes().vec());
-  // Reduced-precision operands (bf16): libtorch's attention on them (flash kernels on CUDA, as
-  // PyTorch's autocast runs it), the result back in qkv's dtype.
+  // Reduced-precision operands (bf16): libtorch's attention on them (flash kernels, softmax in
+  // float32 inside, as autocast runs it); the result stays bf16 for the projection after it.
   if (c10::isReducedFloatingType(operand_dtype) && operand_dtype != qkv.scalar_type())
-    return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype, document_starts).to(qkv.scalar_type());
+    return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype, document_starts);
   if (cpu::fused_attention_supports(qkv, dropout_mask, document_starts))
     return cpu::fused_causal_attention(qkv, dropout_mask, document_starts);
   // libtorch's fused attention (flash / memory-efficient on CUDA; packed documents as a boolean
@@ -148,7 +167,7 @@ at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, cons
 
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
   if (cpu::fused_gelu_supports(h, bias)) return cpu::fused_bias_gelu(h, bias);
-  return at::gelu(bias.defined() ? h + bias : h, "tanh");
+  return at::gelu(bias.defined() ? h + bias.to(h.scalar_type()) : h, "tanh");
 }
 
 // ---- Optimizer and norms ----
@@ -156,6 +175,9 @@ at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
 void adamw_update(at::Tensor& p, const at::Tensor& g_in, at::Tensor& m, at::Tensor& v, const AdamWScalars& s) {
   if (cpu::fused_adamw_supports(p, g_in, m, v)) {
     cpu::fused_adamw_update(p, g_in, m, v, s);
+    // Written through raw pointers: bump the version as an in-place op would, so copies keyed on
+    // it (the bf16 weight cache) and autograd's saved-tensor checks see the update.
+    p.unsafeGetTensorImpl()->bump_version();
     return;
   }
   const at::Tensor g = s.grad_scale != 1.0 ? g_in * s.grad_scale : g_in;

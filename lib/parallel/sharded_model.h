@@ -9,6 +9,7 @@
 
 #include "comm/communicator.h"
 #include "parallel/fsdp_prefetch.h"
+#include "parallel/param_cast_cache.h"
 #include "parallel/layout.h"
 
 namespace spmd {
@@ -33,6 +34,8 @@ class ShardedModel {
 
   // Overlaps each FSDP weight's all-gather with the previous layer's compute (on by default).
   FsdpPrefetcher& fsdp_prefetcher() { return prefetcher_; }
+  // Parameter i (this rank's block) in `dtype`, cast once per optimizer update (bf16 matmuls).
+  at::Tensor param_as(size_t i, at::ScalarType dtype) { return casts_.get(i, params_[i], dtype); }
   // How many attention forwards sent keys and values around the context axes (the ring), as
   // opposed to gathering them: summary.json shows which exchange ran.
   int64_t ring_attention_forwards() const { return ring_attention_forwards_; }
@@ -46,6 +49,7 @@ class ShardedModel {
   Communicator* comm_;
   std::vector<at::Tensor> params_;
   FsdpPrefetcher prefetcher_;
+  ParamCastCache casts_;
   int64_t ring_attention_forwards_ = 0;
 };
 
