@@ -12,12 +12,13 @@
 //   embeddings   the stream (B, T', C); with a tensor-parallel vocab dim (any size) the masked ids
 //                (int64) and the mask (float) of (B, T); dropout's mask (B, T', C)
 //   layer norm   its input (kept anyway as the stream), mean and rstd (B, T')
-//   dense        its input, in the matmul operand dtype (model.matmul_dtype; an FSDP layer keeps
-//                fp32); under sequence parallelism a column-parallel layer keeps the gathered
-//                (B, T, C), not the slice; bf16 also keeps a bf16 copy of the weight shard
-//   attention    the fused kernel keeps qkv (B, T, 3C') and the probabilities (B, H', T, T); its
-//                output is c_proj's input; dropout's mask (B, H', T, T)
-//   bias+GELU    its derivative (B, T, 4C') fp32; its output is c_proj's input
+//   dense        its input, in the matmul operand dtype (model.matmul_dtype: bf16 activations
+//                between matmuls, as autocast); under sequence parallelism a column-parallel layer
+//                keeps the gathered (B, T, C), not the slice; bf16 also keeps a bf16 copy of the
+//                weight shard (cast once per step), except an FSDP layer, which casts its gather
+//   attention    the fused kernel keeps qkv (B, T, 3C', operand dtype) and the probabilities
+//                (B, H', T, T); its output is c_proj's input; dropout's mask (B, H', T, T)
+//   bias+GELU    its derivative (B, T, 4C') in the operand dtype; its output is c_proj's input
 //   residual     each add's output (B, T', C) (the next layer norm's input); the dropout masks
 //   head         ln_f's output as the LM head's input, the softmax (B*T, V') fp32, the target
 //                index (int64) and its owner flag (bool) per token
@@ -54,6 +55,7 @@ struct DeviceShapes {
   int64_t context_split = 1;              // context-parallel degree: every activation holds T / context_split
   bool dropout = false;
   bool vocab_masked = false;              // the embedding's vocab dim has tensor-parallel axes
+  int64_t operand = kFloatBytes;  // activations between matmuls: the operand dtype (fp32 4, bf16 2)
   // Bytes per element of the input each dense layer keeps (fp32 4, bf16 operands 2).
   int64_t attn_in = kFloatBytes, attn_proj_in = kFloatBytes, fc_in = kFloatBytes, mlp_proj_in = kFloatBytes,
           head_in = kFloatBytes;
@@ -85,13 +87,14 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
                   + 2 * 2 * d.stream_tokens() * kFloatBytes       // ln_1, ln_2: mean and rstd
                   + N * d.C * (d.attn_in + d.fc_in)               // ln_1, ln_2 outputs as c_attn, c_fc keep them
                   + N * d.heads * d.head_dim * d.attn_proj_in     // attention output: c_proj's input
-                  + N * d.mlp * (kFloatBytes + d.mlp_proj_in)     // GELU derivative (or input), GELU output
+                  + N * d.mlp * (d.operand + d.mlp_proj_in)       // GELU derivative (or input), GELU output
                   + d.block_weight_copies;
   if (d.sdpa_attention && remat != Remat::kFull) {
     // bf16 q, k, v and output, fp32 log-sum-exp per (row, head, position); nothing else to drop.
     return bytes + N * 4 * d.heads * d.head_dim * 2 + d.B * d.heads * d.T * kFloatBytes;
   }
-  bytes += N * 3 * d.heads * d.head_dim * kFloatBytes;  // qkv: attention's (or its recomputation's) input
+  // qkv: attention's (or its recomputation's) input; context-parallel attention takes it in fp32.
+  bytes += N * 3 * d.heads * d.head_dim * (d.context_split > 1 ? kFloatBytes : d.operand);
   if (remat == Remat::kNone && !d.ring_attention) bytes += probs;
   // Under context parallelism selective recomputation draws the attention mask in the replay.
   const bool mask_kept = remat == Remat::kNone || d.context_split == 1;
@@ -222,13 +225,14 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.dropout = m.dropout > 0;
   d.sdpa_attention = m.matmul_dtype == MatmulDtype::kBFloat16 && !d.dropout && d.context_split == 1;
   d.ring_attention = d.context_split > 1 && layout.context_exchange == ContextExchange::kRing;
-  // A dense layer keeps its input in the operand dtype (and a bf16 copy of its weight), except an
-  // FSDP layer, which keeps its fp32 input and gathers the weight again in backward.
+  // A dense layer keeps its input in the operand dtype and a bf16 copy of its weight, except an
+  // FSDP layer, which gathers (and casts) the weight again in backward.
   const int64_t operand = operand_bytes(m.matmul_dtype);
+  d.operand = operand;
   auto keep = [&](const std::string& weight, int64_t& in_bytes, int64_t& copies) {
     const ParamLayout& p = layout.param(weight);
     const bool fsdp = gathered(layout, p);
-    in_bytes = fsdp ? kFloatBytes : operand;
+    in_bytes = operand;
     if (!fsdp && operand != kFloatBytes) copies += p.sharding.shard_numel() * operand;
   };
   for (auto [name, in] : {std::pair<const char*, int64_t*>{"h.0.attn.c_attn.weight", &d.attn_in},
