@@ -80,8 +80,8 @@ TEST_CASE("fused linear: what it does not take") {
   CHECK_FALSE(fused_linear_supports(x.to(at::kDouble), at::randn({6, 3}, at::kDouble)));
   CHECK_FALSE(fused_linear_supports(x, at::randn({5, 3})));                // K mismatch
   CHECK_FALSE(fused_linear_supports(x, at::randn({6, 6, 2}).select(2, 0)));  // strided both ways
-  // dense_product() hands those to libtorch instead, with float32 operands (its default): the
-  // result is the float64 product up to float32 rounding of the operands, also near zero.
+  // dense_product() hands those to libtorch instead (float32 operand dtype, its default, leaves
+  // float64 operands as they are): the float64 product.
   at::Tensor xd = x.to(at::kDouble), wd = at::randn({6, 3}, at::kDouble), bd = at::randn({3}, at::kDouble);
   CHECK(at::allclose(dense_product(xd, wd, bd), at::addmm(bd, xd, wd), 1e-5, 1e-5));
   CHECK(at::allclose(dense_product(xd, wd), at::mm(xd, wd), 1e-5, 1e-5));
