@@ -3,12 +3,17 @@
 // the device-generic path (float64, or operands the fused kernel does not take).
 #include <cmath>
 
+#include <fstream>
+#include <iterator>
+#include <string>
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/cpu/fused_adamw.h"
 #include "kernels/cpu/fused_attention.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fused_gelu.h"
 #include "kernels/cpu/fused_linear.h"
 #include "kernels/cpu/sum_of_squares.h"
@@ -95,6 +100,22 @@ TEST_CASE("kernels::dense_product and linear_forward/backward: fused float32 and
   }
   CHECK((kernels::matmul_operand_dtype(MatmulDtype::kBFloat16) == at::kBFloat16));
   CHECK((kernels::matmul_operand_dtype(MatmulDtype::kFloat32) == at::kFloat));
+}
+
+TEST_CASE("kernels::matmul_operand_dtype: bf16 on a CPU only with bf16 instructions, and the runtime line says which") {
+  // Read /proc/cpuinfo here independently of cpu_features.cpp: any line listing either flag.
+  std::ifstream in("/proc/cpuinfo");
+  const std::string info((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool has = info.find(" avx512_bf16") != std::string::npos || info.find(" amx_bf16") != std::string::npos;
+  CHECK(kernels::cpu::has_bf16_instructions() == has);
+  const at::ScalarType on_cpu = kernels::matmul_operand_dtype(MatmulDtype::kBFloat16, c10::Device(c10::kCPU));
+  CHECK((on_cpu == (has ? at::kBFloat16 : at::kFloat)));
+  CHECK((kernels::matmul_operand_dtype(MatmulDtype::kFloat32, c10::Device(c10::kCPU)) == at::kFloat));
+  CHECK((kernels::matmul_operand_dtype(MatmulDtype::kBFloat16, c10::Device(c10::kCUDA, 0)) == at::kBFloat16));
+  const std::string note = kernels::matmul_dtype_note(MatmulDtype::kBFloat16, c10::Device(c10::kCPU));
+  MESSAGE(note);
+  CHECK(note.find(has ? "matmuls bfloat16" : "lacks bf16 instructions") != std::string::npos);
+  CHECK(kernels::matmul_dtype_note(MatmulDtype::kFloat32, c10::Device(c10::kCPU)) == "matmuls float32");
 }
 
 TEST_CASE("kernels::causal_attention: fused float32 and generic float64, with and without a dropout mask") {
