@@ -2,7 +2,6 @@
 // the fused CPU kernel (float32; checked to be that kernel's result) and (b) where it must take
 // the device-generic path (float64, or operands the fused kernel does not take).
 #include <cmath>
-
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -10,10 +9,10 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/cpu/fused_adamw.h"
 #include "kernels/cpu/fused_attention.h"
-#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fused_gelu.h"
 #include "kernels/cpu/fused_linear.h"
 #include "kernels/cpu/sum_of_squares.h"
