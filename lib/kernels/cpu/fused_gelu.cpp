@@ -65,7 +65,7 @@ inline void gelu_row(const T* x, const T* bias, T* y, T* grad, int64_t cols) {
 template <typename T>
 inline void gelu_rows_of(const T* x, const T* bias, T* y, T* grad, int64_t r0, int64_t r1, int64_t cols) {
   for (int64_t r = r0; r < r1; ++r) {
-    const float* xr = x + r * cols;
+    const T* xr = x + r * cols;
     T* yr = y + r * cols;
     T* gr = grad ? grad + r * cols : nullptr;
     if (bias && grad) gelu_row<T, true, true>(xr, bias, yr, gr, cols);
