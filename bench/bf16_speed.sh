@@ -31,9 +31,9 @@ for r in $(seq 1 "$rounds"); do
   for label in before after; do
     build=$before
     [ "$label" = after ] && build=$after
-    run "$build" "$label" configs/bench/shakespeare-char.yaml float32 "$r" --warmup 2 --steps 5
-    run "$build" "$label" configs/bench/shakespeare-char.yaml bfloat16 "$r" --warmup 2 --steps 5
-    run "$build" "$label" configs/bench/baby.yaml float32 "$r" --warmup 5 --steps 50
+    run "$build" "$label" configs/bench/shakespeare-char.yaml float32 "$r" --warmup 1 --steps 4
+    run "$build" "$label" configs/bench/shakespeare-char.yaml bfloat16 "$r" --warmup 1 --steps 4
+    run "$build" "$label" configs/bench/baby.yaml float32 "$r" --warmup 5 --steps 40
   done
   echo "bf16_speed: round $r of $rounds done" >&2
 done
