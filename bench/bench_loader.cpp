@@ -2,9 +2,12 @@
 // 64 x 256 by default) from a token file, with and without the prefetch thread. Training consumes
 // ~10-20k tokens/s; the loader should be far (>= 50x) ahead. --blend N compares one source with a
 // blend of N (the file opened N times, weights 1..N: Grain's mix picks every row's source),
-// interleaved rounds, prefetch on as in training.
+// interleaved rounds. The blend comparison produces each batch on the measuring thread (prefetch 0)
+// and counts that thread's CPU time: the loader's cost per token, which a loaded machine's stolen
+// time does not blur as it blurs wall-clock rates.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <vector>
 #include <iostream>
 
@@ -43,25 +46,48 @@ double measure(const std::shared_ptr<const spmd::TokenDataset>& data, Shape shap
   return measure(loader, shape, seconds, batches_out);
 }
 
-// One source against a blend of `n`, alternating, `rounds` times each; prints each round and the
-// medians' ratio.
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Tokens per CPU-second of this thread over `seconds` of CPU time of next() calls that produce
+// their batch here (prefetch 0; at least 10 batches).
+double measure_cpu(spmd::DataLoader& loader, Shape shape, double seconds) {
+  loader.next();  // warm-up: page in the mapping
+  const double start = thread_cpu_seconds();
+  int64_t batches = 0, checksum = 0;
+  double used = 0;
+  while (batches < 10 || used < seconds) {
+    spmd::Batch b = loader.next();
+    checksum += b.inputs[0];
+    ++batches;
+    used = thread_cpu_seconds() - start;
+  }
+  if (checksum < 0) std::cout << "";
+  return static_cast<double>(batches * shape.batch * shape.block) / used;
+}
+
+// One source against a blend of `n`, alternating, `rounds` times each, in tokens per CPU-second of
+// the producing thread; prints each round and the medians' ratio.
 void compare_blend(const std::shared_ptr<const spmd::TokenDataset>& data, int n, Shape shape, double seconds,
                    int rounds) {
   std::vector<spmd::BlendSource> sources;
   for (int i = 0; i < n; ++i) sources.push_back({fmt::format("s{}", i), data, static_cast<double>(i + 1)});
   std::vector<double> one, blend;
   for (int round = 0; round < rounds; ++round) {
-    int64_t batches = 0;
-    one.push_back(measure(data, shape, 2, seconds, &batches));
-    spmd::DataLoader loader(sources, shape.batch, shape.block, 1337, 0, 1, 2);
-    blend.push_back(measure(loader, shape, seconds, &batches));
-    std::cout << fmt::format("batch {:>3} x {:>3}  round {}: one source {:>8.1f} M tokens/s, blend of {} {:>8.1f} M tokens/s\n",
+    spmd::DataLoader single(data, shape.batch, shape.block, 1337, 0, 1, /*prefetch=*/0);
+    one.push_back(measure_cpu(single, shape, seconds));
+    spmd::DataLoader mixed(sources, shape.batch, shape.block, 1337, 0, 1, /*prefetch=*/0);
+    blend.push_back(measure_cpu(mixed, shape, seconds));
+    std::cout << fmt::format("batch {:>3} x {:>3}  round {}: one source {:>8.1f}, blend of {} {:>8.1f} M tokens per CPU-second\n",
                              shape.batch, shape.block, round + 1, one.back() / 1e6, n, blend.back() / 1e6);
   }
   std::sort(one.begin(), one.end());
   std::sort(blend.begin(), blend.end());
   const double a = one[one.size() / 2], b = blend[blend.size() / 2];
-  std::cout << fmt::format("batch {:>3} x {:>3}  median: one source {:.1f}, blend of {} {:.1f} M tokens/s ({:+.1f} %)\n",
+  std::cout << fmt::format("batch {:>3} x {:>3}  median: one source {:.1f}, blend of {} {:.1f} M tokens per CPU-second ({:+.1f} %)\n",
                            shape.batch, shape.block, a / 1e6, n, b / 1e6, 100 * (b / a - 1));
 }
 
@@ -77,7 +103,7 @@ int main(int argc, char** argv) {
   app.add_option("file", path, "Token file, directory or glob of shards")->capture_default_str();
   app.add_option("--vocab-size", vocab_size, "Token ids must be below this")->capture_default_str();
   app.add_option("--seconds", seconds, "Time per measurement")->capture_default_str();
-  app.add_option("--blend", blend, "Compare one source with a blend of this many")->check(CLI::Range(2, 64));
+  app.add_option("--blend", blend, "Compare one source with a blend of this many (1: the blend's bookkeeping alone)")->check(CLI::Range(1, 64));
   app.add_option("--rounds", rounds, "--blend: alternating rounds")->capture_default_str()->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);

@@ -17,7 +17,7 @@
 
 #include "config/config.h"
 #include "kernels/kernels.h"
-#include "model/gpt2_params.h"
+#include "model/params.h"
 #include "optim/adamw.h"
 #include "util/error.h"
 
@@ -51,7 +51,7 @@ Model make_model(const spmd::Config& config) {
   Model m;
   std::vector<bool> decay;
   at::manual_seed(0);
-  for (const auto& p : spmd::gpt2_param_table(config.model, config.model.vocab_size)) {
+  for (const auto& p : spmd::param_table(config.model, config.model.vocab_size)) {
     m.params.push_back((at::randn(p.shape) * 0.02).set_requires_grad(true));
     m.params.back().mutable_grad() = at::randn(p.shape) * 1e-3;
     decay.push_back(p.weight_decay);

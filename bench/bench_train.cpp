@@ -1,6 +1,8 @@
 // bench_train: training throughput of a config. Warms up, times N real train_step calls (the same
 // build_train_state + train_step the trainer runs), and reports tokens/s, the median step and its
-// split, MFU against a matmul peak measured on the spot, peak memory per rank and the activations
+// split (on CUDA also as the device ran it, from events), MFU against a matmul peak measured on the
+// spot and, on a GPU it knows, against the spec sheet's dense peak (as llm.c and torchtitan report
+// it), the attention ops libtorch dispatched, peak memory per rank and the activations
 // the autograd graphs held between forward and backward; with pipeline stages, the measured bubble
 // and the activations in flight per stage next to the theory.
 //
@@ -16,12 +18,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <numeric>
+#include <set>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <CLI/CLI.hpp>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <fmt/format.h>
@@ -31,7 +37,7 @@
 #include "config/config.h"
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/kernels.h"
-#include "model/gpt2_params.h"
+#include "model/params.h"
 #include "parallel/layout.h"
 #include "parallel/pipeline_schedule.h"
 #include "comm/backend.h"
@@ -127,6 +133,55 @@ double max_rss_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
+}
+
+// The spec sheet's dense peak of one GPU, TFLOP/s, for products in `dtype` (float32: with TF32
+// tensor cores when `tf32`), as llm.c and torchtitan compute MFU; 0 for a device not listed (the
+// CPU, other GPUs). NVIDIA's data sheets, without sparsity: A100 (SXM and PCIe) 312 bf16, 156
+// TF32, 19.5 fp32; H100 SXM and H200 989 / 494 / 67; H100 PCIe 756 / 378 / 51.
+double spec_peak_tflops(const std::string& name, at::ScalarType dtype, bool tf32) {
+  struct Peak {
+    const char* match;
+    const char* also;  // a second word the name must hold ("" for none)
+    double bf16, tf32, fp32;
+  };
+  static const Peak kPeaks[] = {{"H100", "PCIe", 756, 378, 51},
+                                {"H100", "", 989, 494, 67},
+                                {"H200", "", 989, 494, 67},
+                                {"A100", "", 312, 156, 19.5}};
+  for (const Peak& p : kPeaks) {
+    if (name.find(p.match) == std::string::npos || name.find(p.also) == std::string::npos) continue;
+    if (dtype == at::kBFloat16) return p.bf16;
+    return tf32 ? p.tf32 : p.fp32;
+  }
+  return 0;
+}
+
+// The attention ops libtorch dispatched while `body` ran, by name (aten::_scaled_dot_product_
+// flash_attention and its backward, ..._efficient_attention, ..._cudnn_attention, or the math
+// path's aten::_scaled_dot_product_attention_math): which kernel SDPA actually chose. The CPU's own
+// fused attention is no libtorch op and leaves the set empty.
+std::set<std::string> attention_ops_during(const std::function<void()>& body) {
+  static std::mutex mutex;
+  static std::set<std::string> seen;  // RecordFunction callbacks are plain functions: shared state
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.clear();
+  }
+  const auto handle = at::addGlobalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const std::string name = fn.name();
+        if (name.find("scaled_dot_product") != std::string::npos || name.find("flash_attention") != std::string::npos ||
+            name.find("efficient_attention") != std::string::npos) {
+          std::lock_guard<std::mutex> lock(mutex);  // backward runs on autograd's threads
+          seen.insert(name);
+        }
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+  body();
+  at::removeCallback(handle);
+  std::lock_guard<std::mutex> lock(mutex);
+  return seen;
 }
 
 std::string git_commit() {
@@ -339,12 +394,15 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   std::vector<double> losses, cpu_ms;
   int64_t graph_bytes = -1;  // the most activation bytes in flight on this rank over the timed steps
   Clock::time_point timed_start;
+  std::set<std::string> attention_ops;  // recorded during the last warmup step (untimed)
   for (int k = 0; k < opt.warmup + opt.steps; ++k) {
     if (k == opt.warmup) timed_start = Clock::now();
     const double cpu_start = process_cpu_ms();
     // Timed to a synchronized end: on CUDA the step only queues its work (the PyTorch peer is
     // timed across a sync too).
-    spmd::StepResult r = spmd::train_step_synchronized(state);
+    spmd::StepResult r;
+    if (k + 1 == opt.warmup) attention_ops = attention_ops_during([&] { r = spmd::train_step_synchronized(state); });
+    else r = spmd::train_step_synchronized(state);
     if (k >= opt.warmup) {
       timed.push_back(r.timings);
       losses.push_back(r.loss.item<double>());
@@ -402,13 +460,23 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   // and backward (N = parameters without position embeddings; the tied wte counts once, as the LM
   // head) plus 12 L T C for attention scores and weighted sum (the causal half is not discounted).
   const auto& m = config.model;
-  const int64_t n_params = spmd::gpt2_num_params(m, false);
+  const int64_t n_params = spmd::num_params(m, false);
   const double flops_per_token = 6.0 * static_cast<double>(n_params) +
                                  12.0 * static_cast<double>(m.n_layer * m.block_size * m.n_embd);
   const int64_t tokens_per_step = config.data.batch_size * m.block_size;
   const double tokens_per_s = static_cast<double>(tokens_per_step) / (median_ms / 1000.0);
   const double achieved_gflops = flops_per_token * tokens_per_s / 1e9;
   const double mfu = achieved_gflops / peak_gflops;
+  // Against the GPU's spec sheet (0: not a GPU listed), the figure llm.c and torchtitan print.
+  const std::string gpu = spmd::device_name(device);
+  const double spec_tflops = spec_peak_tflops(gpu, peak_dtype, state.comm->runtime().tf32);
+  const double mfu_spec = spec_tflops > 0 ? achieved_gflops / (spec_tflops * 1e3 * world_size) : 0;
+  std::vector<double> device_split;  // medians over the timed steps of each device phase (CUDA)
+  for (size_t i = 0; i < mid.device_phase_ms.size(); ++i) {
+    std::vector<double> v;
+    for (const auto& t : timed) v.push_back(t.device_phase_ms[i]);
+    device_split.push_back(median(v));
+  }
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
 
@@ -429,6 +497,20 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
              "best of 5 before and after; {:.0f} model FLOPs/token = 6*{} + 12*{}*{}*{})\n",
              100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, spmd::name_of(config.model.matmul_dtype), flops_per_token, n_params,
              m.n_layer, m.block_size, m.n_embd);
+  if (spec_tflops > 0)
+    fmt::print("  MFU (spec)         {:.1f}%  of {} x {} dense {} peak {:.0f} TFLOP/s (spec sheet, as llm.c and torchtitan)\n",
+               100.0 * mfu_spec, world_size, gpu, peak_dtype == at::kBFloat16 ? "bf16"
+               : state.comm->runtime().tf32 ? "TF32" : "fp32", spec_tflops);
+  else if (!gpu.empty())
+    fmt::print("  MFU (spec)         -  ({} is not in bench_train's table of spec peaks)\n", gpu);
+  if (device_split.size() == 4)
+    fmt::print("  device split       data {:.2f} | forward+backward {:.2f} | gradient sync+norm {:.2f} | optimizer "
+               "{:.2f} ms (CUDA events on the stream, medians)\n",
+               device_split[0], device_split[1], device_split[2], device_split[3]);
+  if (opt.warmup > 0)
+    fmt::print("  attention ops      {} (dispatched in the last warmup step)\n",
+               attention_ops.empty() ? std::string("none of libtorch's (the CPU's fused kernel, or no attention op)")
+                                     : fmt::format("{}", fmt::join(attention_ops, ", ")));
   fmt::print("  peak memory        rank 0 {:.1f} MiB | max over ranks {:.1f} MiB (ru_maxrss)", rss_rank0, rss_max);
   if (tensor_peak_known) fmt::print("; tensors on {} {:.1f} MiB (max over ranks)", device.str(), tensor_peak_mib);
   fmt::print("\n");
@@ -489,6 +571,14 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["matmul_dtype"] = spmd::name_of(config.model.matmul_dtype);
     j["mfu"] = mfu;
     j["device"] = device.str();
+    j["device_name"] = gpu;
+    j["tf32"] = state.comm->runtime().tf32;
+    j["spec_peak_tflops_per_device"] = spec_tflops > 0 ? nlohmann::json(spec_tflops) : nlohmann::json();
+    j["mfu_spec"] = spec_tflops > 0 ? nlohmann::json(mfu_spec) : nlohmann::json();
+    if (device_split.size() == 4)
+      j["device_step_split_ms"] = {{"data", device_split[0]}, {"forward_backward", device_split[1]},
+                                   {"gradient_sync_norm", device_split[2]}, {"optimizer", device_split[3]}};
+    j["attention_ops"] = opt.warmup > 0 ? nlohmann::json(attention_ops) : nlohmann::json();
     j["peak_tensor_mib_max_over_ranks"] = tensor_peak_known ? nlohmann::json(tensor_peak_mib) : nlohmann::json();
     j["graph_bytes_max_over_ranks"] =
         graph_bytes_max >= 0 ? nlohmann::json(static_cast<int64_t>(graph_bytes_max)) : nlohmann::json();

@@ -66,4 +66,10 @@ print()
 for label in ("before", "after"):
     print(f"{label}: median bf16 speed-up {statistics.median(ratios[label]):.2f}x over {rounds} rounds; "
           f"baby fp32 median {statistics.median(baby[label]):.2f} ms")
+# fp32 after against before, each round's pair (run back to back) as one ratio: > 1 is faster.
+for config, name in (("shakespeare-char", "10.7M"), ("baby", "baby")):
+    pairs = [load("before", config, "float32", r)["median_step_ms"] / load("after", config, "float32", r)["median_step_ms"]
+             for r in range(1, rounds + 1)]
+    print(f"fp32 {name}: before/after step time {statistics.median(pairs):.3f} (median of {rounds} rounds: "
+          f"{', '.join(f'{p:.3f}' for p in pairs)}; > 1: after is faster)")
 PY

@@ -7,9 +7,11 @@
 #   one-packed   the same with document_mask: the kernel skips the keys before a row block's first start
 #   ring4        [4] context, runtime.context_exchange: ring, no mask
 #   ring4-packed the same with document_mask: blocks that share no document are skipped
-# From bench_train (threads per rank 1): the median step per round, tokens/s and rank 0's CPU share.
+# From bench_train (threads per rank 1): the median step per round, tokens/s, rank 0's CPU share, and
+# rank 0's CPU time per step: the work a rank did, which oversubscribed cores (four ranks on two)
+# stretch far less than the wall-clock step.
 # Prints a Markdown table (docs/packing.md, "Measured").
-# Usage: bash bench/packed_ring.sh [build dir] [rounds] [steps]
+# Usage: bash bench/packed_ring.sh [build dir] [rounds] [steps] [variants, default all four]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -23,7 +25,7 @@ trap 'rm -rf "$work"' EXIT
 lscpu | grep -E '^Model name' || true
 echo "load average before: $(cat /proc/loadavg)"
 others="[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]"
-variants="one one-packed ring4 ring4-packed"
+variants=${4:-one one-packed ring4 ring4-packed}
 args() {  # the variant's mesh, rules and mask
   case $1 in
     one*) echo "--set mesh.shape=[1] --set mesh.axes=[data]" ;;
@@ -46,14 +48,15 @@ import json, statistics, sys
 work, rounds, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 names = {"one": "`[1]` one process, fused kernel", "one-packed": "`[1]` one process, fused kernel, document_mask",
          "ring4": "`[4]` context, ring", "ring4-packed": "`[4]` context, ring, document_mask"}
-print("| variant | median step per round (ms) | median (ms) | tokens/s | CPU share per round | load per round |")
-print("|---|---|---|---|---|---|")
+print("| variant | median step per round (ms) | median (ms) | tokens/s | rank 0 CPU ms per step | CPU share per round | load per round |")
+print("|---|---|---|---|---|---|---|")
 for v in variants:
     runs = [json.load(open(f"{work}/{v}-{r}.json")) for r in range(1, rounds + 1)]
     steps = [j["median_step_ms"] for j in runs]
     median = statistics.median(steps)
     tokens = runs[0]["tokens_per_step"] / (median / 1000)
-    print(f"| {names[v]} | {', '.join('%.0f' % s for s in steps)} | {median:.0f} | {tokens:.0f} | "
+    cpu = statistics.median(c for j in runs for c in j["step_cpu_ms"])
+    print(f"| {names[v]} | {', '.join('%.0f' % s for s in steps)} | {median:.0f} | {tokens:.0f} | {cpu:.0f} | "
           f"{', '.join('%.0f%%' % (100 * j['cpu_share']) for j in runs)} | "
           f"{', '.join('%.1f' % j['loadavg_1m'] for j in runs)} |")
 PY

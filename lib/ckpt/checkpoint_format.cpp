@@ -14,8 +14,16 @@ std::string checkpoint_rank_file_name(int rank) { return fmt::format("rank_{:05d
 std::string checkpoint_manifest_name(int64_t rank) { return fmt::format("manifest_{:05d}.json", rank); }
 
 nlohmann::json checkpoint_model_json(const ModelConfig& m) {
-  return {{"vocab_size", m.vocab_size}, {"block_size", m.block_size}, {"n_layer", m.n_layer},
-          {"n_head", m.n_head},         {"n_embd", m.n_embd},         {"bias", m.bias}};
+  nlohmann::json j{{"arch", name_of(m.arch)}, {"vocab_size", m.vocab_size}, {"block_size", m.block_size},
+                   {"n_layer", m.n_layer},      {"n_head", m.n_head},         {"n_embd", m.n_embd},
+                   {"bias", m.bias}};
+  // Another family than GPT-2 adds the keys that shape its tensors.
+  if (m.arch != ModelArch::kGpt2) {
+    j["n_kv_head"] = m.kv_heads();
+    j["intermediate_size"] = m.mlp_size();
+    j["tie_embeddings"] = m.tie_embeddings;
+  }
+  return j;
 }
 
 std::optional<std::string> find_latest_checkpoint(const std::string& dir) {

@@ -64,10 +64,15 @@ nlohmann::json read_checked_index(const std::string& path, const ModelConfig& mo
                index_path, index.at("version").dump(), kCheckpointFormatVersion);
     // The model must be the same network; the mesh and rules may differ.
     nlohmann::json want = checkpoint_model_json(model);
-    for (auto it = want.begin(); it != want.end(); ++it)
-      SPMD_CHECK(index.at("model").at(it.key()) == it.value(),
-                 "{}: checkpoint has model.{} = {} but the config says {}; the model shape must match", index_path,
-                 it.key(), index.at("model").at(it.key()).dump(), it.value().dump());
+    const nlohmann::json& saved = index.at("model");
+    for (auto it = want.begin(); it != want.end(); ++it) {
+      // Checkpoints written before model.arch existed are GPT-2's; a key another family lacks: null.
+      const nlohmann::json got = saved.contains(it.key()) ? saved.at(it.key())
+                                 : it.key() == "arch"     ? nlohmann::json("gpt2")
+                                                          : nlohmann::json();
+      SPMD_CHECK(got == it.value(), "{}: checkpoint has model.{} = {} but the config says {}; the model shape must match",
+                 index_path, it.key(), got.dump(), it.value().dump());
+    }
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(fmt::format("{}: malformed checkpoint index: {}", index_path, e.what()));
   }

@@ -78,7 +78,7 @@ bool CheckpointSaver::save() {
     ready_ = write_and_commit(job);
     return true;
   }
-  job.blocks = staging_.stage(job.blocks);  // training may change the live tensors from here on
+  job.blocks = staging_.stage(job.blocks).tensors;  // training may change the live tensors from here on
   finished_ = false;
   in_flight_step_ = job.step;
   writer_ = std::thread([this, job = std::move(job)] {

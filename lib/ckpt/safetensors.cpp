@@ -104,8 +104,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
       const int64_t numel = checked_element_count(e.shape, what);
       SPMD_CHECK(e.begin <= e.end && e.end <= data_size, "{}: tensor '{}' ends at byte {} but the file holds {} data "
                  "bytes (truncated?)", path, it.key(), e.end, data_size);
-      SPMD_CHECK(e.dtype != "F32" || e.end - e.begin == static_cast<uint64_t>(checked_byte_count(numel, 4, what)),
-                 "{}: tensor '{}' has {} bytes for shape of {} floats", path, it.key(), e.end - e.begin, numel);
+      const int64_t element = e.dtype == "F32" ? 4 : e.dtype == "BF16" || e.dtype == "F16" ? 2 : 0;
+      SPMD_CHECK(element == 0 || e.end - e.begin == static_cast<uint64_t>(checked_byte_count(numel, element, what)),
+                 "{}: tensor '{}' has {} bytes for shape of {} {} values", path, it.key(), e.end - e.begin, numel,
+                 e.dtype);
       entries_[it.key()] = e;
     } catch (const nlohmann::json::exception& ex) {
       throw UsageError(fmt::format("{}: corrupted safetensors entry '{}': {}", path, it.key(), ex.what()));
@@ -125,6 +127,20 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
   const SafetensorsEntry& e = it->second;
   SPMD_CHECK(e.dtype == "F32", "{}: tensor '{}' has dtype {}, expected F32", path(), name, e.dtype);
   return at::from_blob(const_cast<unsigned char*>(bytes(name)), e.shape, at::kFloat);
+}
+
+at::Tensor SafetensorsFile::float_tensor(const std::string& name) const {
+  auto it = entries_.find(name);
+  SPMD_CHECK(it != entries_.end(), "{}: has no tensor '{}'", path(), name);
+  const SafetensorsEntry& e = it->second;
+  const at::ScalarType type = e.dtype == "F32"    ? at::kFloat
+                              : e.dtype == "BF16" ? at::kBFloat16
+                              : e.dtype == "F16"  ? at::kHalf
+                                                  : at::kByte;
+  SPMD_CHECK(type != at::kByte, "{}: tensor '{}' has dtype {}; expected F32, BF16 or F16", path(), name, e.dtype);
+  SPMD_CHECK(reinterpret_cast<uintptr_t>(bytes(name)) % at::elementSize(type) == 0,
+             "{}: tensor '{}' is not aligned to its {}-byte elements", path(), name, at::elementSize(type));
+  return at::from_blob(const_cast<unsigned char*>(bytes(name)), e.shape, type);
 }
 
 }  // namespace spmd

@@ -1,5 +1,6 @@
 // The safetensors file format (8-byte little-endian header length, JSON header, raw data), so any
-// safetensors reader can open our shards and exports. fp32 tensors only, which is all we write.
+// safetensors reader can open our shards and exports. We write fp32 tensors only;
+// Hugging Face's bf16 and f16 ones are read too.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -54,6 +55,8 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // A read-only view of a float32 tensor (valid while this object lives).
   at::Tensor tensor(const std::string& name) const;
+  // A read-only view of an F32, BF16 or F16 tensor in its own dtype (Hugging Face weights).
+  at::Tensor float_tensor(const std::string& name) const;
   const unsigned char* bytes(const std::string& name) const;
   uint64_t data_start() const { return data_start_; }
 

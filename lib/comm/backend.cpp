@@ -3,6 +3,7 @@
 
 #include <map>
 
+#include <ATen/Context.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -70,6 +71,10 @@ ResolvedRuntime resolve_runtime(const RuntimeConfig& runtime) {
                          runtime.device == "auto" ? "auto" : "asked", r.backend,
                          runtime.backend == "auto" ? "auto" : "asked", built_with_cuda() ? "has" : "lacks",
                          built_with_cuda() ? "" : fmt::format(" ({})", SPMD_CUDA_OFF_REASON), visible_gpus());
+  r.tf32 = r.device == "cuda" && runtime.tf32;
+  if (r.device == "cuda")
+    r.reason += r.tf32 ? "; fp32 matmuls on TF32 tensor cores (runtime.tf32)"
+                       : "; fp32 matmuls in full fp32 (runtime.tf32: false)";
   return r;
 }
 
@@ -116,6 +121,11 @@ c10::Device rank_device(const ResolvedRuntime& runtime, int local_rank) {
 #ifdef SPMD_WITH_CUDA
   const auto index = static_cast<c10::DeviceIndex>(local_rank % visible_gpus());
   c10::cuda::set_device(index);  // NCCL and the caching allocator work on the current device
+  // cuBLAS's fp32 products on TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation), as
+  // PyTorch's torch.backends.cuda.matmul.fp32_precision = "tf32" (the newer form of allow_tf32;
+  // libtorch refuses a mix of the two); off: "ieee", full fp32 products.
+  at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL,
+                                          runtime.tf32 ? at::Float32Precision::TF32 : at::Float32Precision::IEEE);
   return c10::Device(c10::kCUDA, index);
 #else
   throw RuntimeError("rank_device: cuda in a build without CUDA (resolve_runtime should have refused it)");
@@ -126,6 +136,14 @@ void synchronize(c10::Device device) {
 #ifdef SPMD_WITH_CUDA
   if (device.is_cuda()) c10::cuda::device_synchronize();
 #endif
+}
+
+std::string device_name(c10::Device device) {
+#ifdef SPMD_WITH_CUDA
+  cudaDeviceProp properties{};
+  if (device.is_cuda() && cudaGetDeviceProperties(&properties, device.index()) == cudaSuccess) return properties.name;
+#endif
+  return "";
 }
 
 int64_t peak_device_tensor_bytes(c10::Device device) {

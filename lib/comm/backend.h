@@ -15,6 +15,7 @@ struct ResolvedRuntime {
   std::string device = "cpu";    // "cpu" | "cuda"
   std::string reason;            // one line: what was asked and what was found, for the start banner
   std::string asked_backend = "auto";  // runtime.backend as configured: whether NCCL was a choice or an order
+  bool tf32 = false;             // fp32 matmuls on TF32 tensor cores: runtime.tf32 on CUDA (never on the CPU)
 };
 
 // Whether this binary was built against a libtorch with CUDA (and so has the NCCL path).
@@ -43,12 +44,16 @@ ResolvedRuntime settle_backend_for_gpus(ResolvedRuntime runtime, const std::vect
 void refuse_shared_gpus(const RuntimeConfig& runtime, int local_ranks);
 
 // The rank's device: cpu, or cuda:LOCAL_RANK (modulo the visible GPUs, so several ranks may share
-// one GPU over Gloo). On CUDA it also becomes the process's current device.
+// one GPU over Gloo). On CUDA it also becomes the process's current device, and its fp32 matmuls
+// take TF32 tensor cores or not (runtime.tf32, as ResolvedRuntime::tf32 says).
 c10::Device rank_device(const ResolvedRuntime& runtime, int local_rank);
 
 // Waits until the work queued on `device` is done (CUDA); nothing to wait for on the CPU.
 // Benchmarks time with it; the training step never calls it.
 void synchronize(c10::Device device);
+
+// The GPU's product name ("NVIDIA H100 80GB HBM3"); "" on the CPU.
+std::string device_name(c10::Device device);
 
 // The most bytes the device's caching allocator has held in tensors since the process started
 // (CUDA); -1 on the CPU (see util/caching_cpu_allocator.h there).

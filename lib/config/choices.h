@@ -17,6 +17,8 @@ enum class Remat { kNone, kSelective, kFull };
 enum class ContextExchange { kAllGather, kRing };
 // model.matmul_dtype: the operand dtype of the dense products and the LM head.
 enum class MatmulDtype { kFloat32, kBFloat16 };
+// model.arch: the model family (lib/model/model.h; docs/models.md).
+enum class ModelArch { kGpt2, kLlama };
 // train.lr_schedule: the learning rate's course over the run (optim/lr_schedule.h).
 enum class LrSchedule { kCosine, kWsd, kLinear, kConstant };
 // train.decay_shape: how a warmup-stable-decay schedule's decay falls to min_lr.
@@ -53,6 +55,14 @@ inline std::string name_of(MatmulDtype dtype) {
   switch (dtype) {
     case MatmulDtype::kFloat32: return "float32";
     case MatmulDtype::kBFloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+inline std::string name_of(ModelArch arch) {
+  switch (arch) {
+    case ModelArch::kGpt2: return "gpt2";
+    case ModelArch::kLlama: return "llama";
   }
   return "?";
 }

@@ -33,8 +33,58 @@ constexpr int64_t kMaxRunBytes = int64_t{1} << 60;    // 1 EiB of fp32 training 
 
 using namespace schema;
 
+// model.rope_scaling: {factor, low_freq_factor, high_freq_factor, original_max_position_embeddings},
+// all four given (as Llama 3's config.json has them); null or absent: no scaling.
+Field<ModelConfig> rope_scaling_field() {
+  const std::string key = "rope_scaling";
+  const std::vector<std::string> keys{"factor", "low_freq_factor", "high_freq_factor",
+                                      "original_max_position_embeddings"};
+  auto read = [key, keys](const MapReader& r, ModelConfig& m) {
+    if (!r.has(key) || r.get(key).IsNull()) return;
+    r.check(key, r.get(key).IsMap(), "expected a map {" + fmt::format("{}", fmt::join(keys, ", ")) + "}");
+    const MapReader s = r.section(key, keys);
+    for (const auto& k : keys)
+      if (!s.has(k)) s.fail(k, "missing: rope_scaling takes all of " + fmt::format("{}", fmt::join(keys, ", ")));
+    RopeScaling& rs = m.rope_scaling;
+    s.read("factor", rs.factor);
+    s.read("low_freq_factor", rs.low_freq_factor);
+    s.read("high_freq_factor", rs.high_freq_factor);
+    s.read("original_max_position_embeddings", rs.original_max_position_embeddings);
+    s.check("factor", rs.factor >= 1 && std::isfinite(rs.factor), "expected a number >= 1");
+    s.check("low_freq_factor", rs.low_freq_factor > 0 && std::isfinite(rs.low_freq_factor),
+            "expected a positive number");
+    s.check("high_freq_factor", rs.high_freq_factor > rs.low_freq_factor && std::isfinite(rs.high_freq_factor),
+            fmt::format("expected a number above low_freq_factor = {}", format_double(rs.low_freq_factor)));
+    s.check("original_max_position_embeddings", rs.original_max_position_embeddings > 0,
+            "expected a positive integer");
+  };
+  auto emit = [key](YAML::Emitter& out, const ModelConfig& m) {
+    const RopeScaling& rs = m.rope_scaling;
+    out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap;
+    emit_value(out, "factor", rs.factor);
+    emit_value(out, "low_freq_factor", rs.low_freq_factor);
+    emit_value(out, "high_freq_factor", rs.high_freq_factor);
+    emit_value(out, "original_max_position_embeddings", rs.original_max_position_embeddings);
+    out << YAML::EndMap;
+  };
+  return {key, read, emit};
+}
+
+// A positive integer whose default, 0, stands for a value derived from other keys after reading
+// (read_model): checked only where given.
+Field<ModelConfig> positive_if_given(const std::string& key, int64_t ModelConfig::*member) {
+  Field<ModelConfig> f = plain(key, member);
+  f.read = [key, member](const MapReader& r, ModelConfig& m) {
+    if (!r.has(key)) return;
+    r.read(key, m.*member);
+    r.check(key, m.*member > 0, "expected a positive integer");
+  };
+  return f;
+}
+
 const Section<ModelConfig>& model_section() {
   using M = ModelConfig;
+  auto llama = [](const M& m) { return m.arch == ModelArch::kLlama; };
   static const Section<M> section{"model", {
       positive("vocab_size", &M::vocab_size),
       positive("block_size", &M::block_size),
@@ -46,6 +96,15 @@ const Section<ModelConfig>& model_section() {
       fraction("dropout", &M::dropout),
       plain("bias", &M::bias),
       enum_choice("matmul_dtype", &M::matmul_dtype, {MatmulDtype::kFloat32, MatmulDtype::kBFloat16}),
+      enum_choice("arch", &M::arch, {ModelArch::kGpt2, ModelArch::kLlama}).emitted_if(llama),
+      positive_if_given("n_kv_head", &M::n_kv_head).emitted_if(llama),
+      positive_if_given("intermediate_size", &M::intermediate_size).emitted_if(llama),
+      checked("rms_norm_eps", &M::rms_norm_eps, [](double v) { return v > 0 && v < 1; },
+              "expected a number in (0, 1)").emitted_if(llama),
+      checked("rope_theta", &M::rope_theta, [](double v) { return v > 1 && std::isfinite(v); },
+              "expected a number above 1").emitted_if(llama),
+      rope_scaling_field().emitted_if([](const M& m) { return m.rope_scaling.factor > 0; }),
+      plain("tie_embeddings", &M::tie_embeddings).emitted_if(llama),
   }};
   return section;
 }
@@ -239,6 +298,7 @@ const Section<RuntimeConfig>& runtime_section() {
           .also([](const R& rt) { return rt.grad_bucket_mb <= 1048576; },
                 "expected at most 1048576 (1 TiB)"),
       plain("fsdp_prefetch", &R::fsdp_prefetch),
+      plain("tf32", &R::tf32).emitted_if([](const R& rt) { return !rt.tf32; }),
       enum_choice("pipeline_schedule", &R::pipeline_schedule,
                   {PipelineSchedule::kOneFOneB, PipelineSchedule::kGPipe, PipelineSchedule::kInterleaved}),
       at_least("virtual_stages", &R::virtual_stages, 1)
@@ -344,6 +404,22 @@ ModelConfig read_model(const MapReader& top) {
     r.fail("n_embd", fmt::format("{} is not divisible by model.n_head = {} (each head gets "
                                  "n_embd / n_head channels)",
                                  m.n_embd, m.n_head));
+  if (m.arch == ModelArch::kLlama) {
+    if (!r.has("n_kv_head")) m.n_kv_head = m.n_head;
+    if (!r.has("intermediate_size")) m.intermediate_size = 4 * m.n_embd;
+    if (!r.has("tie_embeddings")) m.tie_embeddings = false;
+    if (!r.has("bias")) m.bias = false;
+    r.check("bias", !m.bias, "expected false: llama has no biases");
+    r.check("n_kv_head", m.n_kv_head <= m.n_head && m.n_head % m.n_kv_head == 0,
+            fmt::format("expected a divisor of model.n_head = {} (each key/value head serves n_head / n_kv_head "
+                        "query heads)",
+                        m.n_head));
+  } else {
+    for (const char* key : {"n_kv_head", "intermediate_size", "rms_norm_eps", "rope_theta", "rope_scaling",
+                            "tie_embeddings"})
+      if (r.has(key))
+        r.fail(key, fmt::format("is a llama key (model.arch: llama); model.arch is {}", name_of(m.arch)));
+  }
   return m;
 }
 
@@ -399,11 +475,14 @@ void check_run_size(const MapReader& top, const Config& c) {
   Real devices = 1;
   for (int64_t s : c.mesh.shape) devices *= static_cast<Real>(s);
   const ModelConfig& m = c.model;
-  const Real V = static_cast<Real>(m.vocab_size) + devices, C = static_cast<Real>(m.n_embd),
+  // The layout pads the vocabulary to a multiple of 64 ids per shard (parallel/layout.h).
+  const Real V = static_cast<Real>(m.vocab_size) + 64 * devices, C = static_cast<Real>(m.n_embd),
              T = static_cast<Real>(m.block_size), L = static_cast<Real>(m.n_layer),
              H = static_cast<Real>(m.n_head), B = static_cast<Real>(c.data.batch_size);
-  const Real params = (V + T + 2) * C + L * (12 * C * C + 13 * C);
-  const Real per_sequence = T * (L * (18 * C + 2 * H * T) + 2 * C + 2 * V);
+  // llama's MLP (3 C x intermediate_size matrices) on top of the GPT-2 bound.
+  const Real F = m.arch == ModelArch::kLlama ? static_cast<Real>(m.mlp_size()) : 0;
+  const Real params = (2 * V + T + 2) * C + L * (12 * C * C + 13 * C + 3 * C * F);
+  const Real per_sequence = T * (L * (18 * C + 4 * F + 2 * H * T) + 2 * C + 2 * V);
   auto bytes = [&](Real batch) { return 4 * (5 * params + batch * per_sequence); };
   if (bytes(B) <= static_cast<Real>(kMaxRunBytes)) return;
   const std::string message = fmt::format(

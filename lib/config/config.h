@@ -15,7 +15,20 @@ struct MeshConfig {
   std::vector<std::string> axes{"data"};  // one unique name per axis
 };
 
+// Llama 3's rotary frequency scaling (model.rope_scaling): wavelengths longer than
+// original_max_position_embeddings / low_freq_factor are divided by factor, those shorter than
+// original / high_freq_factor kept, those between blended. factor 0: no scaling.
+struct RopeScaling {
+  double factor = 0;
+  double low_freq_factor = 1;
+  double high_freq_factor = 4;
+  int64_t original_max_position_embeddings = 8192;
+};
+
 struct ModelConfig {
+  // The family (docs/models.md): gpt2 (learned positions, LayerNorm, GELU MLP, tied head) or llama
+  // (rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention, no biases).
+  ModelArch arch = ModelArch::kGpt2;
   int64_t vocab_size = 65;   // tokens in the vocabulary (padded up when `vocab` is sharded)
   int64_t block_size = 64;   // context length
   int64_t n_layer = 4;
@@ -26,6 +39,17 @@ struct ModelConfig {
   // Operands of the dense products and the LM head: float32, or bfloat16 (float32 accumulation,
   // as autocast); parameters, optimizer state, attention, LayerNorm and the loss stay float32.
   MatmulDtype matmul_dtype = MatmulDtype::kFloat32;
+  // llama only (the config refuses them for gpt2, whose values are the ones below).
+  int64_t n_kv_head = 0;          // key/value heads, dividing n_head; 0: n_head
+  int64_t intermediate_size = 0;  // the SwiGLU MLP's width; 0: 4 x n_embd
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 10000;
+  RopeScaling rope_scaling;
+  bool tie_embeddings = true;     // the head is wte (gpt2 always; llama's default is false: lm_head)
+
+  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int64_t mlp_size() const { return intermediate_size > 0 ? intermediate_size : 4 * n_embd; }
 };
 
 // One corpus of a weighted blend (data.sources; docs/data-blends.md).
@@ -121,6 +145,7 @@ struct RuntimeConfig {
   double timeout_s = 300;        // collective and rendezvous timeout
   double grad_bucket_mb = 25;    // data-parallel gradient bucket; 0: one all-reduce after backward
   bool fsdp_prefetch = true;     // start the next FSDP weight's all-gather while this layer computes
+  bool tf32 = true;              // CUDA: fp32 matmuls on tensor cores (TF32); nothing changes on the CPU
   // Pipeline stages (a `layers` sharding rule): the order of microbatch passes on each stage, and
   // an explicit number of blocks per virtual stage (empty: n_layer split evenly).
   PipelineSchedule pipeline_schedule = PipelineSchedule::kOneFOneB;  // 1f1b | gpipe | interleaved

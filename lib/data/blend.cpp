@@ -82,4 +82,18 @@ MixPick MixOrder::pick(int64_t k) const {
   return p;
 }
 
+void MixOrder::picks(int64_t first, std::vector<MixPick>& out) const {
+  const auto count = static_cast<int64_t>(out.size());
+  if (table_.empty()) {
+    for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = mix_pick(first + i, proportions_);
+    return;
+  }
+  int64_t cycle = first / period_, at = first % period_;
+  for (MixPick& p : out) {
+    p = table_[static_cast<size_t>(at)];
+    p.index += cycle * proportions_[static_cast<size_t>(p.source)];
+    if (++at == period_) at = 0, ++cycle;
+  }
+}
+
 }  // namespace spmd

@@ -31,6 +31,10 @@ class MixOrder {
  public:
   explicit MixOrder(std::vector<int64_t> proportions);
   MixPick pick(int64_t k) const;
+  // out[i] = pick(first + i) for every i < out.size(): the consecutive picks of a batch's rows,
+  // stepping through the table instead of dividing for each (into the caller's buffer: a batch of
+  // short rows costs about a microsecond, an allocation a noticeable part of it).
+  void picks(int64_t first, std::vector<MixPick>& out) const;
 
  private:
   std::vector<int64_t> proportions_;

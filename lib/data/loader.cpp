@@ -82,9 +82,10 @@ void to_json(nlohmann::json& j, const LoaderState& s) {
     return;
   }
   nlohmann::json sources = nlohmann::json::array();
-  for (size_t i = 0; i < s.blend.names.size(); ++i)
-    sources.push_back({{"name", s.blend.names[i]}, {"weight", s.blend.weights[i]}, {"offset", s.blend.offsets[i]}});
-  j = nlohmann::json{{"seed", s.seed}, {"samples", s.blend.samples}, {"segment_start", s.blend.segment_start},
+  const BlendSegment& segment = *s.blend.segment;
+  for (size_t i = 0; i < segment.names.size(); ++i)
+    sources.push_back({{"name", segment.names[i]}, {"weight", segment.weights[i]}, {"offset", segment.offsets[i]}});
+  j = nlohmann::json{{"seed", s.seed}, {"samples", s.blend.samples}, {"segment_start", segment.start},
                      {"sources", sources}};
 }
 
@@ -105,14 +106,16 @@ void from_json(const nlohmann::json& j, LoaderState& s) {
     return;
   }
   s.blend.samples = integer(j, "samples");
-  s.blend.segment_start = integer(j, "segment_start");
+  BlendSegment segment;
+  segment.start = integer(j, "segment_start");
   for (const auto& source : field(j, "sources", &nlohmann::json::is_array)) {
-    s.blend.names.push_back(field(source, "name", &nlohmann::json::is_string).get<std::string>());
-    s.blend.weights.push_back(field(source, "weight", &nlohmann::json::is_number).get<double>());
-    s.blend.offsets.push_back(integer(source, "offset"));
+    segment.names.push_back(field(source, "name", &nlohmann::json::is_string).get<std::string>());
+    segment.weights.push_back(field(source, "weight", &nlohmann::json::is_number).get<double>());
+    segment.offsets.push_back(integer(source, "offset"));
   }
-  SPMD_CHECK(!s.blend.names.empty() && s.blend.samples >= s.blend.segment_start && s.blend.segment_start >= 0,
+  SPMD_CHECK(!segment.names.empty() && s.blend.samples >= segment.start && segment.start >= 0,
              "data loader state: a blend's position needs sources and 0 <= segment_start <= samples: {}", j.dump());
+  s.blend.segment = std::make_shared<const BlendSegment>(std::move(segment));
 }
 
 LoaderState advance(const LoaderState& s, int64_t rows, int64_t num_windows) {
@@ -144,7 +147,9 @@ DataLoader::DataLoader(std::vector<BlendSource> sources, int64_t global_batch, i
   check_split(global_batch, dp_index, dp_size);
   SPMD_CHECK(prefetch >= 0 && prefetch <= 64, "data: prefetch depth {} not in [0, 64]", prefetch);
   state_.seed = seed;
-  if (blend) state_.blend = BlendPosition{0, 0, names_, weights_, std::vector<int64_t>(names_.size(), 0)};
+  if (blend)
+    state_.blend = BlendPosition{
+        0, std::make_shared<const BlendSegment>(BlendSegment{0, names_, weights_, std::vector<int64_t>(names_.size(), 0)})};
   cursor_ = state_;
   start_prefetch();
 }
@@ -164,6 +169,15 @@ LoaderState DataLoader::after(const LoaderState& s, int64_t rows) const {
   return out;
 }
 
+int64_t DataLoader::Source::window_of_sample(int64_t j) {
+  const int64_t n = windows.size();
+  if (j != next_sample) epoch = j / n, position = j % n;
+  const int64_t w = order.window(epoch, position);
+  next_sample = j + 1;
+  if (++position == n) position = 0, ++epoch;
+  return w;
+}
+
 Batch DataLoader::produce() {
   if (!cursor_.is_blend()) {
     Source& only = sources_[0];
@@ -172,15 +186,16 @@ Batch DataLoader::produce() {
     return b;
   }
   const BlendPosition& at = cursor_.blend;
+  const BlendSegment& segment = *at.segment;
   const int64_t rows = global_batch_ / dp_size_;
   Batch b = empty_batch(rows, sources_[0].windows.block_size(), cursor_);
+  picks_.resize(static_cast<size_t>(rows));
+  mix_->picks(at.samples + dp_index_ * rows - segment.start, picks_);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t k = at.samples + dp_index_ * rows + r;
-    const MixPick pick = mix_->pick(k - at.segment_start);
+    const MixPick& pick = picks_[static_cast<size_t>(r)];
     Source& source = sources_[static_cast<size_t>(pick.source)];
-    const int64_t j = at.offsets[static_cast<size_t>(pick.source)] + pick.index;  // its own order's sample
-    const int64_t n = source.windows.size();
-    copy_row(source.windows, source.order.window(j / n, j % n), r, b);
+    const int64_t j = segment.offsets[static_cast<size_t>(pick.source)] + pick.index;  // its own order's sample
+    copy_row(source.windows, source.window_of_sample(j), r, b);
     b.source_ids[r] = pick.source;
     b.source_samples[r] = j;
   }
@@ -207,11 +222,12 @@ void DataLoader::restore(const LoaderState& s) {
                "{}: loader state (epoch {}, position {}) does not fit this dataset's {} windows of "
                "{} tokens: did the data, block_size or window_stride change since the checkpoint?",
                sources_[0].data->spec(), s.epoch, s.position, windows.size(), windows.block_size() + 1);
-  } else if (s.blend.names != names_ || mix_proportions(s.blend.weights) != proportions_) {
+  } else if (s.blend.segment->names != names_ || mix_proportions(s.blend.segment->weights) != proportions_) {
     next.blend = reweighted(s.blend);
     reweight_note_ = fmt::format("data blend: weights changed from [{}] to [{}]: from step {} (sample {}) Grain's mix "
                                  "restarts with the new weights, each source continuing from its next unread sample",
-                                 describe_weights(s.blend.names, s.blend.weights), describe_weights(names_, weights_),
+                                 describe_weights(s.blend.segment->names, s.blend.segment->weights),
+                                 describe_weights(names_, weights_),
                                  s.blend.samples / global_batch_ + 1, s.blend.samples);
   }
   prefetcher_.reset();  // joins the thread before the producer's state changes under it
@@ -222,14 +238,15 @@ void DataLoader::restore(const LoaderState& s) {
 }
 
 BlendPosition DataLoader::reweighted(const BlendPosition& old) const {
-  SPMD_CHECK(old.names.size() == old.weights.size() && old.names.size() == old.offsets.size(),
+  const BlendSegment& was = *old.segment;
+  SPMD_CHECK(was.names.size() == was.weights.size() && was.names.size() == was.offsets.size(),
              "loader state: a blend's names, weights and offsets differ in number");
-  const std::vector<int64_t> drawn = mix_counts(old.samples - old.segment_start, mix_proportions(old.weights));
-  BlendPosition now{old.samples, old.samples, names_, weights_, std::vector<int64_t>(names_.size(), 0)};
+  const std::vector<int64_t> drawn = mix_counts(old.samples - was.start, mix_proportions(was.weights));
+  BlendSegment now{old.samples, names_, weights_, std::vector<int64_t>(names_.size(), 0)};
   for (size_t i = 0; i < names_.size(); ++i)
-    for (size_t o = 0; o < old.names.size(); ++o)
-      if (old.names[o] == names_[i]) now.offsets[i] = old.offsets[o] + drawn[o];
-  return now;
+    for (size_t o = 0; o < was.names.size(); ++o)
+      if (was.names[o] == names_[i]) now.offsets[i] = was.offsets[o] + drawn[o];
+  return BlendPosition{old.samples, std::make_shared<const BlendSegment>(std::move(now))};
 }
 
 Batch eval_batch(const TokenDataset& val, int64_t k, int64_t global_batch, int64_t block_size,

@@ -22,18 +22,26 @@
 
 namespace spmd {
 
-// Where a blend stands. Its weights apply from `segment_start` (0, or the step a resume changed
-// them at): global sample k >= segment_start is Grain's mix pick for k - segment_start, and
-// source i's sample number in its own order is offsets[i] + the pick's index.
-struct BlendPosition {
-  int64_t samples = 0;                // global samples consumed
-  int64_t segment_start = 0;
+// A blend's weights from sample `start` (0, or the sample a resume changed them at): global sample
+// k >= start is Grain's mix pick for k - start, and source i's sample number in its own order is
+// offsets[i] + the pick's index.
+struct BlendSegment {
+  int64_t start = 0;
   std::vector<std::string> names;     // the sources, in the config's order
   std::vector<double> weights;        // the segment's weights
-  std::vector<int64_t> offsets;       // samples each source gave before segment_start
+  std::vector<int64_t> offsets;       // samples each source gave before `start`
+  bool operator==(const BlendSegment& o) const {
+    return start == o.start && names == o.names && weights == o.weights && offsets == o.offsets;
+  }
+};
+
+// Where a blend stands. The position moves every batch and its segment only on a resume with new
+// weights: sharing the segment keeps a batch of short rows from paying for copies of it.
+struct BlendPosition {
+  int64_t samples = 0;                          // global samples consumed
+  std::shared_ptr<const BlendSegment> segment;  // null for one source
   bool operator==(const BlendPosition& o) const {
-    return samples == o.samples && segment_start == o.segment_start && names == o.names && weights == o.weights &&
-           offsets == o.offsets;
+    return samples == o.samples && (segment == o.segment || (segment && o.segment && *segment == *o.segment));
   }
 };
 
@@ -44,7 +52,7 @@ struct LoaderState {
   int64_t epoch = 0;
   int64_t position = 0;
   BlendPosition blend;
-  bool is_blend() const { return !blend.names.empty(); }
+  bool is_blend() const { return blend.segment != nullptr; }
   bool operator==(const LoaderState& o) const {
     return seed == o.seed && epoch == o.epoch && position == o.position && blend == o.blend;
   }
@@ -109,6 +117,9 @@ class DataLoader {
     std::shared_ptr<const TokenDataset> data;
     WindowTable windows;
     SampleOrder order;  // producer side
+    // Where the source's next sample in draw order sits, so consecutive draws need no division.
+    int64_t next_sample = -1, epoch = 0, position = 0;
+    int64_t window_of_sample(int64_t j);
   };
   Batch produce();
   void start_prefetch();
@@ -120,6 +131,7 @@ class DataLoader {
   std::vector<double> weights_;
   std::vector<int64_t> proportions_;   // the current segment's (Grain's integers)
   std::unique_ptr<MixOrder> mix_;      // picks with proportions_
+  std::vector<MixPick> picks_;         // producer side: the batch's picks
   std::vector<Source> sources_;
   int64_t global_batch_, dp_index_, dp_size_;
   int prefetch_;

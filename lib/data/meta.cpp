@@ -33,14 +33,18 @@ char32_t single_code_point(const std::string& s, const std::string& origin) {
 void bpe_from_json(const nlohmann::json& j, const std::string& origin, DatasetMeta& meta) {
   meta.vocab = VocabKind::kBpe;
   const auto& t = j.at("tokenizer");
-  meta.vocab_file = t.at("vocab").get<std::string>();
-  meta.merges_file = t.at("merges").get<std::string>();
+  if (t.contains("tokenizer_json")) {
+    meta.tokenizer_json = t.at("tokenizer_json").get<std::string>();
+  } else {
+    meta.vocab_file = t.at("vocab").get<std::string>();
+    meta.merges_file = t.at("merges").get<std::string>();
+  }
   meta.eot_token = t.at("eot_token").get<int64_t>();
   meta.tokenizer_source = t.value("source", "");
   // Names only: the files must sit beside meta.json (tokenizer_files() relies on it).
-  for (const std::string* name : {&meta.vocab_file, &meta.merges_file})
-    SPMD_CHECK(!name->empty() && name->find('/') == std::string::npos,
-               "{}: tokenizer file {} must be a plain file name", origin, *name);
+  for (const std::string& name : tokenizer_files(meta))
+    SPMD_CHECK(!name.empty() && name.find('/') == std::string::npos,
+               "{}: tokenizer file {} must be a plain file name", origin, name);
   meta.vocab_size = j.at("vocab_size").get<int64_t>();
 }
 
@@ -54,10 +58,13 @@ nlohmann::json meta_to_json(const DatasetMeta& meta) {
     j["vocabulary"] = "byte";
   } else if (meta.vocab == VocabKind::kBpe) {
     j["vocabulary"] = "bpe";
-    j["tokenizer"] = {{"vocab", meta.vocab_file},
-                      {"merges", meta.merges_file},
-                      {"eot_token", meta.eot_token},
-                      {"source", meta.tokenizer_source}};
+    j["tokenizer"] = {{"eot_token", meta.eot_token}, {"source", meta.tokenizer_source}};
+    if (!meta.tokenizer_json.empty()) {
+      j["tokenizer"]["tokenizer_json"] = meta.tokenizer_json;
+    } else {
+      j["tokenizer"]["vocab"] = meta.vocab_file;
+      j["tokenizer"]["merges"] = meta.merges_file;
+    }
   } else {
     nlohmann::json chars = nlohmann::json::array();
     for (char32_t cp : meta.chars) {
@@ -152,11 +159,13 @@ DatasetMeta read_meta(const std::string& path) {
   DatasetMeta meta = meta_from_json(j, path);
   if (meta.vocab == VocabKind::kBpe) {
     const auto dir = std::filesystem::path(path).parent_path();
-    meta.bpe = std::make_shared<const BpeTokenizer>(read_vocab_and_merges(
-        (dir / meta.vocab_file).string(), (dir / meta.merges_file).string()));
+    meta.bpe = std::make_shared<const BpeTokenizer>(
+        meta.tokenizer_json.empty() ? read_vocab_and_merges((dir / meta.vocab_file).string(),
+                                                            (dir / meta.merges_file).string())
+                                    : read_tokenizer_json((dir / meta.tokenizer_json).string()));
     SPMD_CHECK(meta.bpe->vocab_size() == meta.vocab_size && meta.bpe->eot_id() == meta.eot_token,
                "{}: vocab_size {} and eot_token {} do not match {} ({} ids, eot {})", path,
-               meta.vocab_size, meta.eot_token, meta.vocab_file, meta.bpe->vocab_size(),
+               meta.vocab_size, meta.eot_token, tokenizer_files(meta)[1], meta.bpe->vocab_size(),
                meta.bpe->eot_id());
   }
   return meta;
@@ -164,6 +173,7 @@ DatasetMeta read_meta(const std::string& path) {
 
 std::vector<std::string> tokenizer_files(const DatasetMeta& meta) {
   if (meta.vocab != VocabKind::kBpe) return {"meta.json"};
+  if (!meta.tokenizer_json.empty()) return {"meta.json", meta.tokenizer_json};
   return {"meta.json", meta.vocab_file, meta.merges_file};
 }
 

@@ -1,6 +1,7 @@
 // meta.json of a prepared dataset: the vocabulary (token id -> character, bytes, or a byte-level
 // BPE defined by vocab.json + merges.txt beside meta.json), its size, the token counts and the
-// sources; plus encode/decode of text with that vocabulary.
+// sources; plus encode/decode of text with that vocabulary. A BPE read from a tokenizer.json with
+// more than GPT-2's rules keeps that file instead of vocab.json + merges.txt.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -38,6 +39,9 @@ struct DatasetMeta {
   // (loaded by read_meta; prepare sets it too).
   std::string vocab_file = "vocab.json";
   std::string merges_file = "merges.txt";
+  // Instead of those two: the tokenizer.json a tokenizer with more than GPT-2's rules came from
+  // (a Llama 3 style split pattern, added tokens), copied beside meta.json as it was.
+  std::string tokenizer_json;
   int64_t eot_token = -1;
   std::string tokenizer_source;
   std::shared_ptr<const BpeTokenizer> bpe;
@@ -50,7 +54,8 @@ DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin);
 DatasetMeta read_meta(const std::string& path);
 
 // Every file that defines the tokenizer, relative to meta.json's directory: {"meta.json"}, or
-// {"meta.json", "vocab.json", "merges.txt"} for BPE. Copy these to take the tokenizer along.
+// {"meta.json", "vocab.json", "merges.txt"} for BPE ({"meta.json", "tokenizer.json"} for a
+// tokenizer.json one). Copy these to take the tokenizer along.
 std::vector<std::string> tokenizer_files(const DatasetMeta& meta);
 
 // Token ids -> UTF-8 text (bytes as they are for the byte and BPE vocabularies, so a cut UTF-8

@@ -18,7 +18,7 @@
 #include "eval/training_tasks.h"
 #include "generate/sample_run.h"
 #include "hf/hf_import.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "parallel/layout.h"
 #include "parallel/parallel_ops.h"
 #include "parallel/sharded_model.h"
@@ -80,12 +80,12 @@ std::string format_task_score(const std::string& task, const TaskScore& score, b
 
 namespace {
 // The model's forward over a batch of rows, without stages (eval_config unstages the layout).
-RowLosses checkpoint_row_losses(ShardedModel& model, const Gpt2& gpt, uint64_t seed) {
-  return [&model, &gpt, seed](const at::Tensor& inputs, const at::Tensor& targets) {
+RowLosses checkpoint_row_losses(ShardedModel& model, const Model& net, uint64_t seed) {
+  return [&model, &net, seed](const at::Tensor& inputs, const at::Tensor& targets) {
     at::NoGradGuard no_grad;
     ParallelOps ops(model, seed, -1);
-    const at::Tensor x = gpt.blocks(gpt.embed(inputs, ops, false), 0, gpt.n_layer(), ops, false);
-    return gpt.head_row_losses(x, targets, ops);
+    const at::Tensor x = net.blocks(net.embed(inputs, ops, false), 0, net.n_layer(), ops, false);
+    return net.head_row_losses(x, targets, ops);
   };
 }
 
@@ -127,11 +127,11 @@ int run_eval(const Config& config, const RendezvousInfo& rendezvous, bool single
   ShardedModel model(std::move(layout), *comm, seed);
   if (!options.checkpoint.empty()) restore_parameters(model, options.checkpoint);
   else load_hf_checkpoint(model, config.train.init_from);
-  const Gpt2 gpt(config.model);
+  const std::unique_ptr<Model> net = make_model(config.model);
   const auto start = std::chrono::steady_clock::now();
   const int64_t rows_per_rank = std::max<int64_t>(1, config.data.batch_size / model.layout().dp_size());
   const TaskScore score = summarize(score_examples(examples, choice_batching(model, rows_per_rank, examples),
-                                                   checkpoint_row_losses(model, gpt, seed)));
+                                                   checkpoint_row_losses(model, *net, seed)));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (comm->rank() == 0) {
     write_result(options, format_task_score(options.task, score, options.json));

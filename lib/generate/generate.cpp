@@ -16,7 +16,7 @@ at::Tensor ids_tensor(std::vector<int64_t>::const_iterator begin, std::vector<in
 }
 }  // namespace
 
-std::vector<int64_t> generate(ShardedModel& model, const Gpt2& gpt, const std::vector<int64_t>& prompt,
+std::vector<int64_t> generate(ShardedModel& model, const Model& net, const std::vector<int64_t>& prompt,
                               const GenerateOptions& options, const std::function<void(int64_t)>& on_token) {
   SPMD_CHECK(!prompt.empty(), "generation needs at least one prompt token");
   at::NoGradGuard no_grad;
@@ -32,7 +32,7 @@ std::vector<int64_t> generate(ShardedModel& model, const Gpt2& gpt, const std::v
     ParallelOps ops(model, options.sampling.seed, /*step=*/0, {}, Remat::kNone, /*decoding=*/true);
     // A slid window is run whole, and its keys would be stale at the next token: no cache then.
     KvCache* kv = options.use_cache && !slid ? &cache : nullptr;
-    at::Tensor logits = gpt.next_token_logits(ids_tensor(tokens.begin() + first, tokens.end(), device), ops, kv);
+    at::Tensor logits = net.next_token_logits(ids_tensor(tokens.begin() + first, tokens.end(), device), ops, kv);
     at::Tensor row = logits[0];
     if (options.vocab_size > 0 && options.vocab_size < row.size(0)) row = row.narrow(0, 0, options.vocab_size);
     const int64_t next = choose_token(row, options.sampling, size);

@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "parallel/sharded_model.h"
 #include "generate/token_sampler.h"
 
@@ -21,7 +21,7 @@ struct GenerateOptions {
 // Continues `prompt` (at least one token) by options.tokens tokens; on_token(id) after each.
 // The context is the last block_size tokens (nanoGPT's crop). With learned positions a slid
 // window moves every token's position, so past block_size each token runs the whole window.
-std::vector<int64_t> generate(ShardedModel& model, const Gpt2& gpt, const std::vector<int64_t>& prompt,
+std::vector<int64_t> generate(ShardedModel& model, const Model& net, const std::vector<int64_t>& prompt,
                               const GenerateOptions& options, const std::function<void(int64_t)>& on_token);
 
 }  // namespace spmd

@@ -11,7 +11,8 @@
 #include "ckpt/checkpoint_restore.h"
 #include "comm/backend.h"
 #include "data/dataset_tokenizer.h"
-#include "model/gpt2.h"
+#include "model/model.h"
+#include "tokenizer/bpe.h"
 #include "parallel/layout.h"
 #include "parallel/sharded_model.h"
 #include "util/error.h"
@@ -35,6 +36,16 @@ Config sampling_config(const std::string& checkpoint, const std::string& config_
   return config;
 }
 
+namespace {
+std::vector<int64_t> prompt_tokens_of_text(const DatasetMeta& tokenizer, const std::string& prompt) {
+  try {
+    return encode(tokenizer, prompt);
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("--prompt: {}", e.what()));
+  }
+}
+}  // namespace
+
 DatasetMeta sampling_tokenizer(const Config& config, const std::string& checkpoint) {
   const std::string carried = checkpoint + "/tokenizer/meta.json";
   if (fs::exists(carried)) return read_meta(carried);
@@ -47,13 +58,16 @@ DatasetMeta sampling_tokenizer(const Config& config, const std::string& checkpoi
 }
 
 std::vector<int64_t> prompt_tokens(const DatasetMeta& tokenizer, const std::string& prompt) {
-  if (!prompt.empty()) {
-    try {
-      return encode(tokenizer, prompt);
-    } catch (const UsageError& e) {
-      throw UsageError(fmt::format("--prompt: {}", e.what()));
-    }
+  // A start-of-text token (Llama 3's <|begin_of_text|>) began every training document: so does
+  // the prompt, as tokenizers' encode gives it.
+  if (tokenizer.bpe != nullptr && tokenizer.bpe->rules().eot_starts_documents) {
+    std::vector<int64_t> ids{tokenizer.eot_token};
+    const std::vector<int64_t> text = prompt.empty() ? std::vector<int64_t>{} : prompt_tokens_of_text(tokenizer, prompt);
+    if (!text.empty() && text.front() == tokenizer.eot_token) return text;
+    ids.insert(ids.end(), text.begin(), text.end());
+    return ids;
   }
+  if (!prompt.empty()) return prompt_tokens_of_text(tokenizer, prompt);
   try {
     return encode(tokenizer, "\n");  // nanoGPT's start
   } catch (const UsageError&) {
@@ -90,14 +104,14 @@ int run_sampling(const Config& config, const RendezvousInfo& rendezvous, bool si
                              : std::make_unique<Communicator>(rendezvous, layout.mesh, runtime);
   ShardedModel model(std::move(layout), *comm, static_cast<uint64_t>(config.train.seed));
   restore_parameters(model, options.checkpoint);
-  const Gpt2 gpt(config.model);
+  const std::unique_ptr<Model> net = make_model(config.model);
   const bool leader = comm->rank() == 0;
   std::FILE* sink = leader ? open_text_sink(options) : nullptr;
   if (leader && !options.prompt.empty()) std::fputs(options.prompt.c_str(), sink);
   GenerateOptions generate_options = options.generate;
   generate_options.vocab_size = tokenizer.vocab_size;
   const auto start = std::chrono::steady_clock::now();
-  generate(model, gpt, prompt, generate_options, [&](int64_t token) {
+  generate(model, *net, prompt, generate_options, [&](int64_t token) {
     if (!leader) return;
     const std::string piece = decode(tokenizer, {token});
     std::fwrite(piece.data(), 1, piece.size(), sink);

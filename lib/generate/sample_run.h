@@ -26,7 +26,8 @@ Config sampling_config(const std::string& checkpoint, const std::string& config_
 // The tokenizer the checkpoint carries, else the one beside data.train. UsageError when neither.
 DatasetMeta sampling_tokenizer(const Config& config, const std::string& checkpoint);
 
-// The prompt's tokens (a newline for an empty prompt). UsageError for text the vocabulary lacks.
+// The prompt's tokens (a newline for an empty prompt), after the start token for a tokenizer
+// whose documents begin with one (Llama 3's <|begin_of_text|>). UsageError for text the vocabulary lacks.
 std::vector<int64_t> prompt_tokens(const DatasetMeta& tokenizer, const std::string& prompt);
 
 // Everything that can be checked before any process starts (UsageError): the options, the

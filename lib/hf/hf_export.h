@@ -1,13 +1,16 @@
-// Consolidates a sharded checkpoint into one safetensors file with Hugging Face GPT-2 names
-// (transformer.h.0.attn.c_attn.weight ...), so the model opens in the wider ecosystem.
+// A checkpoint for the wider ecosystem: consolidated into Hugging Face names and layouts
+// (GPT2LMHeadModel's or LlamaForCausalLM's, by the checkpoint's model.arch), as one safetensors
+// file or as a folder that from_pretrained opens.
 #pragma once
 #include <string>
 
 namespace spmd {
 
-// Reads every block of every parameter (checksums verified), assembles the global tensors,
-// renames and reshapes them to GPT-2's layout and writes `out_path` (via a temp file + rename).
-// Returns the number of tensors written.
-int export_hf_gpt2(const std::string& checkpoint_dir, const std::string& out_path);
+// Reads every block of every parameter (checksums verified) and assembles the global tensors.
+// `out` ending in .safetensors: writes that one file (via a temp file + rename). Otherwise `out`
+// is a folder, created (UsageError if it exists and is not empty), holding config.json,
+// model.safetensors and the tokenizer files the checkpoint carries (vocab.json + merges.txt, or
+// tokenizer.json). Returns the number of tensors written.
+int export_hf(const std::string& checkpoint_dir, const std::string& out);
 
 }  // namespace spmd

@@ -1,4 +1,4 @@
-// Hugging Face GPT-2 checkpoint -> this rank's shards.
+// Hugging Face GPT-2 or Llama checkpoint -> this rank's shards.
 #include "hf/hf_import.h"
 
 #include <algorithm>
@@ -14,6 +14,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "hf/hf_config.h"
+#include "hf/hf_weights.h"
 #include "hf/name_map.h"
 #include "ckpt/safetensors.h"
 #include "util/error.h"
@@ -24,119 +26,101 @@ namespace fs = std::filesystem;
 namespace spmd {
 
 namespace {
-const HfNameMap& kMap = gpt2_hf_map();
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Buffers some checkpoints save beside the parameters (GPT-2's causal masks).
-bool is_buffer(const std::string& name) {
-  for (const auto& suffix : kMap.buffer_suffixes)
+// Buffers some checkpoints save beside the parameters (GPT-2's causal masks, Llama's inv_freq).
+bool is_buffer(const HfNameMap& map, const std::string& name) {
+  for (const auto& suffix : map.buffer_suffixes)
     if (ends_with(name, suffix)) return true;
   return false;
 }
 
 // The model.* key a dim of a parameter's HF shape follows (for messages).
-std::string shape_key(const ParamInfo& info, size_t dim) {
-  if (info.name == "wte" && dim == 0) return "model.vocab_size";
+std::string shape_key(const HfNameMap& map, const ParamInfo& info, size_t dim) {
+  if ((info.name == "wte" || info.name == "lm_head") && dim == 0) return "model.vocab_size";
   if (info.name == "wpe" && dim == 0) return "model.block_size";
+  if (map.dense_out_in && info.input_dims > 0) {  // (out, in)
+    if (ends_with(info.name, ".attn.k.weight") || ends_with(info.name, ".attn.v.weight"))
+      return dim == 0 ? "model.n_kv_head" : "model.n_embd";
+    if (ends_with(info.name, ".mlp.gate.weight") || ends_with(info.name, ".mlp.up.weight"))
+      return dim == 0 ? "model.intermediate_size" : "model.n_embd";
+    if (ends_with(info.name, ".mlp.down.weight")) return dim == 0 ? "model.n_embd" : "model.intermediate_size";
+  }
   return "model.n_embd";
 }
 
-// The name a parameter has in the file: with the `transformer.` prefix or without it.
-std::string name_in_file(const SafetensorsFile& file, const ParamInfo& info, int64_t n_layer) {
-  const std::string full = hf_name(kMap, info.name);
-  if (file.entries().count(full)) return full;
-  const std::string bare = full.substr(kMap.prefix.size());
-  SPMD_CHECK(file.entries().count(bare),
-             "train.init_from {}: no tensor '{}' (or '{}'), which the model config needs (model.n_layer = {}); is it "
-             "a GPT-2 checkpoint of this depth?",
-             file.path(), full, bare, n_layer);
+// The name a parameter has in the file: with the family's prefix (`transformer.`, `model.`) or
+// without it.
+std::string name_in_file(const HfNameMap& map, const HfWeights& file, const ParamInfo& info, int64_t n_layer) {
+  const std::string full = hf_name(map, info.name);
+  if (file.has(full)) return full;
+  const bool prefixed = full.rfind(map.prefix, 0) == 0;
+  const std::string bare = prefixed ? full.substr(map.prefix.size()) : full;
+  SPMD_CHECK(prefixed && file.has(bare),
+             "train.init_from {}: no tensor '{}'{}, which the model config needs (model.n_layer = {}{}); is it "
+             "a {} checkpoint of this shape?",
+             file.path(), full, prefixed ? fmt::format(" (or '{}')", bare) : "", n_layer,
+             info.name == "lm_head" ? ", model.tie_embeddings = false" : "", map.family);
   return bare;
 }
 
 // Every parameter's tensor name in the file, in table order, each checked for dtype and shape.
-std::vector<std::string> match_tensors(const SafetensorsFile& file, const std::vector<ParamInfo>& table,
-                                       int64_t n_layer) {
+std::vector<std::string> match_tensors(const HfNameMap& map, const HfWeights& file,
+                                       const std::vector<ParamInfo>& table, int64_t n_layer) {
   std::vector<std::string> names;
   for (const auto& info : table) {
-    const std::string name = name_in_file(file, info, n_layer);
-    const SafetensorsEntry& e = file.entries().at(name);
-    SPMD_CHECK(e.dtype == "F32", "train.init_from {}: tensor '{}' is {}; spmd-train loads float32 checkpoints only",
+    const std::string name = name_in_file(map, file, info, n_layer);
+    const SafetensorsEntry& e = file.entry(name);
+    SPMD_CHECK(e.dtype == "F32" || e.dtype == "BF16" || e.dtype == "F16",
+               "train.init_from {}: tensor '{}' is {}; spmd-train loads float32, bfloat16 and float16 weights",
                file.path(), name, e.dtype);
-    const std::vector<int64_t> want = hf_shape(info);
+    const std::vector<int64_t> want = hf_shape(info, map);
     if (e.shape != want) {
       size_t dim = 0;
       while (dim < want.size() && dim < e.shape.size() && e.shape[dim] == want[dim]) ++dim;
       throw UsageError(fmt::format("train.init_from {}: tensor '{}' has shape [{}] but the model config needs [{}] "
                                    "(check {})",
                                    file.path(), name, fmt::join(e.shape, ", "), fmt::join(want, ", "),
-                                   shape_key(info, std::min(dim, want.size() - 1))));
+                                   shape_key(map, info, std::min(dim, want.size() - 1))));
     }
     names.push_back(name);
   }
   return names;
 }
 
-// Tensors the model has no place for (a deeper model, an untied head that differs, ...).
-void check_no_extra_tensors(const SafetensorsFile& file, const std::vector<std::string>& matched,
+// Tensors the model has no place for (a deeper model, an untied head, ...).
+void check_no_extra_tensors(const HfNameMap& map, const HfWeights& file, const std::vector<std::string>& matched,
                             const ModelConfig& model) {
   const std::set<std::string> used(matched.begin(), matched.end());
-  for (const auto& [name, entry] : file.entries()) {
-    if (used.count(name) || is_buffer(name) || name == kMap.tied_head) continue;
+  for (const auto& [name, shard] : file.names()) {
+    if (used.count(name) || is_buffer(map, name) || (model.tie_embeddings && name == map.tied_head)) continue;
     throw UsageError(fmt::format("train.init_from {}: tensor '{}' (shape [{}]) has no place in the model config "
-                                 "(model.n_layer = {}); is the checkpoint deeper, or not GPT-2?",
-                                 file.path(), name, fmt::join(entry.shape, ", "), model.n_layer));
+                                 "(model.n_layer = {}); is the checkpoint deeper, or not {}?",
+                                 file.path(), name, fmt::join(file.entry(name).shape, ", "), model.n_layer,
+                                 map.family));
   }
 }
 
-// Our LM head is the embedding (tied); an lm_head.weight in the file must be a copy of it.
-void check_tied_head(const SafetensorsFile& file, const std::string& wte_name) {
-  auto it = file.entries().find(kMap.tied_head);
-  if (it == file.entries().end()) return;
-  const SafetensorsEntry& head = it->second;
-  const SafetensorsEntry& wte = file.entries().at(wte_name);
+// A tied LM head is the embedding; an lm_head.weight in the file must be a copy of it.
+void check_tied_head(const HfNameMap& map, const HfWeights& file, const std::string& wte_name) {
+  if (!file.has(map.tied_head)) return;
+  const SafetensorsEntry& head = file.entry(map.tied_head);
+  const SafetensorsEntry& wte = file.entry(wte_name);
   SPMD_CHECK(head.dtype == wte.dtype && head.shape == wte.shape &&
-                 std::memcmp(file.bytes(kMap.tied_head), file.bytes(wte_name), wte.end - wte.begin) == 0,
-             "train.init_from {}: lm_head.weight differs from {}; spmd-train ties the LM head to the token "
-             "embedding and cannot load an untied head",
-             file.path(), wte_name);
-}
-
-// config.json's sizes against model.*; also the fixed parts of our GPT-2 (tanh GELU, LayerNorm eps).
-void check_config_json(const std::string& path, const ModelConfig& model) {
-  nlohmann::json j = read_json_file(path, "train.init_from: config");
-  for (const auto& size : kMap.config_sizes) {
-    const std::string& key = size.hf_key;
-    const std::string& ours = size.model_key;
-    const int64_t value = model.*size.value;
-    if (!j.contains(key)) continue;
-    SPMD_CHECK(j[key].is_number_integer() && j[key].get<int64_t>() == value,
-               "train.init_from: {} has {} = {} but {} = {}; set {}: {} to load it", path, key, j[key].dump(), ours,
-               value, ours, j[key].dump());
-  }
-  if (j.contains("activation_function")) {
-    const auto act = j["activation_function"].dump();
-    SPMD_CHECK(act == "\"gelu_new\"" || act == "\"gelu_pytorch_tanh\"",
-               "train.init_from: {} has activation_function = {}; spmd-train's GPT-2 uses the tanh GELU (gelu_new)",
-               path, act);
-  }
-  // Variants of the attention and head that our GPT-2 does not implement.
-  for (const auto& [key, value] : std::vector<std::pair<const char*, bool>>{
-           {"scale_attn_weights", true}, {"scale_attn_by_inverse_layer_idx", false}, {"tie_word_embeddings", true}})
-    SPMD_CHECK(!j.contains(key) || j[key] == value, "train.init_from: {} has {} = {}; spmd-train's GPT-2 needs {}",
-               path, key, j[key].dump(), value);
-  if (j.contains("layer_norm_epsilon"))
-    SPMD_CHECK(j["layer_norm_epsilon"].is_number() && j["layer_norm_epsilon"].get<double>() == 1e-5,
-               "train.init_from: {} has layer_norm_epsilon = {}; spmd-train's GPT-2 uses 1e-05", path,
-               j["layer_norm_epsilon"].dump());
+                 std::memcmp(file.bytes(map.tied_head), file.bytes(wte_name), wte.end - wte.begin) == 0,
+             "train.init_from {}: {} differs from {}; the model ties the LM head to the token embedding "
+             "(model.tie_embeddings){}",
+             file.path(), map.tied_head, wte_name,
+             map.family == "Llama" ? "; set model.tie_embeddings: false to load an untied head" : "");
 }
 
 // Copies the part of the HF tensor inside this rank's shard of `p` into `local`; padding rows,
 // which no file holds, stay zero.
-void copy_shard(const at::Tensor& hf, const ParamLayout& p, int64_t rank, at::Tensor& local) {
-  at::Tensor src = hf.view(unpadded_shape(p.info));  // same bytes, our dims
+void copy_shard(const HfNameMap& map, const at::Tensor& hf, const ParamLayout& p, int64_t rank, at::Tensor& local) {
+  at::Tensor src = from_hf_layout(map, p.info, hf);  // float32, our dims
   at::Tensor dst = local;
   const auto offset = p.sharding.shard_offset(rank);
   local.zero_();
@@ -169,8 +153,10 @@ HfCheckpointPaths resolve_hf_checkpoint(const std::string& init_from) {
   SPMD_CHECK(fs::exists(init_from, ec), "train.init_from: {} does not exist", init_from);
   if (!fs::is_directory(init_from, ec)) return {init_from, ""};
   HfCheckpointPaths paths{init_from + "/model.safetensors", ""};
+  if (!fs::exists(paths.safetensors, ec)) paths.safetensors = init_from + "/model.safetensors.index.json";
   SPMD_CHECK(fs::exists(paths.safetensors, ec),
-             "train.init_from: directory {} has no model.safetensors (sharded or .bin checkpoints are not supported)",
+             "train.init_from: directory {} has neither model.safetensors nor model.safetensors.index.json "
+             "(.bin checkpoints are not supported)",
              init_from);
   if (fs::exists(init_from + "/config.json", ec)) paths.config_json = init_from + "/config.json";
   return paths;
@@ -179,31 +165,38 @@ HfCheckpointPaths resolve_hf_checkpoint(const std::string& init_from) {
 void check_hf_checkpoint(const Config& config) {
   const std::string& init_from = config.train.init_from;
   if (init_from.empty()) return;
-  SPMD_CHECK(config.model.bias, "train.init_from {}: GPT-2 has biases; set model.bias: true", init_from);
+  const HfNameMap& map = hf_map(config.model);
+  const bool llama = config.model.arch == ModelArch::kLlama;
+  if (!llama) SPMD_CHECK(config.model.bias, "train.init_from {}: GPT-2 has biases; set model.bias: true", init_from);
   const HfCheckpointPaths paths = resolve_hf_checkpoint(init_from);
-  if (!paths.config_json.empty()) check_config_json(paths.config_json, config.model);
-  const SafetensorsFile file(paths.safetensors);
-  const std::vector<ParamInfo> table = gpt2_param_table(config.model, config.model.vocab_size);
-  const std::vector<std::string> names = match_tensors(file, table, config.model.n_layer);
-  check_no_extra_tensors(file, names, config.model);
-  check_tied_head(file, names.front());  // the table starts with wte
+  SPMD_CHECK(!llama || !paths.config_json.empty(),
+             "train.init_from: {} is not a folder with config.json; a Llama checkpoint needs its config.json "
+             "(rope_theta, rms_norm_eps and the rest are checked against model.*)",
+             init_from);
+  if (!paths.config_json.empty()) check_hf_config_json(paths.config_json, config.model);
+  const HfWeights file(paths.safetensors);
+  const std::vector<ParamInfo> table = param_table(config.model, config.model.vocab_size);
+  const std::vector<std::string> names = match_tensors(map, file, table, config.model.n_layer);
+  check_no_extra_tensors(map, file, names, config.model);
+  if (config.model.tie_embeddings) check_tied_head(map, file, names.front());  // the table starts with wte
 }
 
 int load_hf_checkpoint(ShardedModel& model, const std::string& init_from) {
   const auto& layout = model.layout();
+  const HfNameMap& map = hf_map(layout.model);
   const int64_t rank = model.comm().rank();
   int loaded = 0;
   std::string error;
   try {
-    const SafetensorsFile file(resolve_hf_checkpoint(init_from).safetensors);
+    const HfWeights file(resolve_hf_checkpoint(init_from).safetensors);
     std::vector<ParamInfo> table;
     for (const auto& p : layout.params) table.push_back(p.info);
     // The header only: cheap enough to check again on every rank.
-    const std::vector<std::string> names = match_tensors(file, table, layout.model.n_layer);
+    const std::vector<std::string> names = match_tensors(map, file, table, layout.model.n_layer);
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < layout.params.size(); ++i) {
       if (!model.holds(i)) continue;  // another pipeline stage's
-      copy_shard(file.tensor(names[i]), layout.params[i], rank, model.params()[i]);
+      copy_shard(map, file.tensor(names[i]), layout.params[i], rank, model.params()[i]);
       ++loaded;
     }
   } catch (const UsageError& e) {

@@ -1,16 +1,18 @@
 // How a model family's parameters appear in a Hugging Face checkpoint, as data: one map per
 // family that both the export and the import (train.init_from) read, so each is the other's exact
-// inverse. GPT-2's dense weights are (in, out) like its Conv1D already; only the attention tensors
-// fold their (heads, head_dim) dims together, and the vocabulary has no padding. A tensor's bytes
-// are the same in both layouts: a reshape, never a transpose.
+// inverse. GPT-2's dense weights are (in, out) like its Conv1D already: only the attention tensors
+// fold their (heads, head_dim) dims together, a reshape. Llama's nn.Linear weights are (out, in):
+// our input-major weight viewed 2-D (in, out), transposed. The vocabulary has no padding.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <ATen/ATen.h>
+
 #include "config/config.h"
-#include "model/gpt2_params.h"
+#include "model/params.h"
 
 namespace spmd {
 
@@ -18,29 +20,45 @@ namespace spmd {
 struct HfConfigSize {
   std::string hf_key;     // "n_embd"
   std::string model_key;  // "model.n_embd"
-  int64_t ModelConfig::*value;
+  int64_t (*value)(const ModelConfig&);
 };
 
 struct HfNameMap {
-  std::string family;                                     // "GPT-2", for messages
-  std::string prefix;                                     // "transformer.": what the bare names lack
-  std::vector<std::pair<std::string, std::string>> renamed;  // our name -> HF name without the prefix
-  std::vector<std::string> buffer_suffixes;               // tensors in the file that are not parameters
-  std::string tied_head;                                  // the LM head's name when it copies the embedding
-  std::vector<HfConfigSize> config_sizes;                 // config.json keys checked against model.*
+  std::string family;        // "GPT-2", for messages
+  std::string architecture;  // config.json's architectures[0]: "GPT2LMHeadModel"
+  std::string model_type;    // config.json's model_type: "gpt2"
+  std::string prefix;        // "transformer.": what the bare names lack
+  std::vector<std::pair<std::string, std::string>> renamed;     // our name -> HF name without the prefix
+  std::vector<std::pair<std::string, std::string>> unprefixed;  // our name -> HF name outside the prefix
+  std::string block_prefix;  // what our "h." blocks are called ("h.", "layers.")
+  std::vector<std::pair<std::string, std::string>> block_renamed;  // in-block suffix: ours -> HF
+  bool dense_out_in = false;  // nn.Linear's (out, in) weights: ours transposed
+  std::vector<std::string> buffer_suffixes;  // tensors in the file that are not parameters
+  std::string tied_head;                     // the LM head's name when it copies the embedding
+  std::vector<HfConfigSize> config_sizes;    // config.json keys checked against model.*
 };
 
 // GPT2LMHeadModel's state dict.
 const HfNameMap& gpt2_hf_map();
+// LlamaForCausalLM's state dict.
+const HfNameMap& llama_hf_map();
+// The map of model.arch's family.
+const HfNameMap& hf_map(const ModelConfig& model);
 
 // Our name -> the HF name ("h.0.attn.c_attn.weight" -> "transformer.h.0.attn.c_attn.weight";
-// "wte" -> "transformer.wte.weight").
+// "wte" -> "transformer.wte.weight"; Llama's "h.0.attn.q.weight" -> "model.layers.0.self_attn.q_proj.weight").
 std::string hf_name(const HfNameMap& map, const std::string& param);
 
-// The HF shape: padding dropped, dense weights 2-D (in, out), biases 1-D.
-std::vector<int64_t> hf_shape(const ParamInfo& info);
+// The HF shape: padding dropped, dense weights 2-D ((in, out), or (out, in) for nn.Linear),
+// biases 1-D.
+std::vector<int64_t> hf_shape(const ParamInfo& info, const HfNameMap& map = gpt2_hf_map());
 
-// Our global shape without padding (the HF tensor's bytes viewed in our dims).
+// Our global shape without padding (the HF tensor's values viewed in our dims).
 std::vector<int64_t> unpadded_shape(const ParamInfo& info);
+
+// A whole HF tensor (any float dtype) as our float32 tensor of unpadded_shape, and back
+// (contiguous, float32, hf_shape).
+at::Tensor from_hf_layout(const HfNameMap& map, const ParamInfo& info, const at::Tensor& hf);
+at::Tensor to_hf_layout(const HfNameMap& map, const ParamInfo& info, const at::Tensor& ours);
 
 }  // namespace spmd

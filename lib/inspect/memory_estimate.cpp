@@ -2,7 +2,7 @@
 //
 // The activation model is what the runtime's autograd graph keeps between a microbatch's forward
 // and its backward (the bytes spmd-train reports as summary.json's graph_bytes), op by op, with
-// B rows, T positions, C = n_embd; per device H' heads and a 4C' MLP width (heads / mlp tensor
+// B rows, T positions, C = n_embd; per device H' heads and an F' MLP width (heads / mlp tensor
 // parallel), V' logit columns (vocab tensor parallel), and the residual stream's T' = T / s
 // positions (sequence parallelism over s devices; s = 1 without). Under context parallelism over
 // c devices every activation holds T / c positions (B, T below stand for the device's tokens),
@@ -11,25 +11,37 @@
 // replays all three, the mask included):
 //   embeddings   the stream (B, T', C); with a tensor-parallel vocab dim (any size) the masked ids
 //                (int64) and the mask (float) of (B, T); dropout's mask (B, T', C)
-//   layer norm   its input (kept anyway as the stream), mean and rstd (B, T')
+//   layer norm   its input (kept anyway as the stream), mean and rstd (B, T'); RMSNorm (llama) rstd
+//                (B, T') and its normalized input (B, T', C) (the scale's gradient needs it), fp32
 //   dense        its input, in the matmul operand dtype (model.matmul_dtype: bf16 activations
-//                between matmuls, as autocast); under sequence parallelism a column-parallel layer
-//                keeps the gathered (B, T, C), not the slice; bf16 also keeps a bf16 copy of the
-//                weight shard (cast once per step), except an FSDP layer, which casts its gather
+//                between matmuls, as autocast; the norm's output is already bf16, so the layers
+//                that read it share it); a column-parallel layer under tensor parallelism casts its
+//                own (collectives carry fp32), and under sequence parallelism keeps the gathered
+//                (B, T, C), not the slice; bf16 also keeps a bf16 copy of the weight shard (cast
+//                once per step), except an FSDP layer, which casts its gather
 //   attention    the fused kernel keeps qkv (B, T, 3C', operand dtype) and the probabilities
 //                (B, H', T, T); its output is c_proj's input; dropout's mask (B, H', T, T)
-//   bias+GELU    its derivative (B, T, 4C') in the operand dtype; its output is c_proj's input
+//   bias+GELU    its derivative (B, T, F') in the operand dtype; its output is c_proj's input;
+//                SwiGLU (llama) keeps gate, silu(gate) and up (B, T, F') in the operand dtype; its
+//                output is down's input
+//   rotary       its angles only (T, D), not counted; grouped-query attention repeats the key/value
+//                heads before the kernel, which then keeps qkv of H' heads as GPT-2's
 //   residual     each add's output (B, T', C) (the next layer norm's input); the dropout masks
-//   head         ln_f's output as the LM head's input, the softmax (B*T, V') fp32, the target
-//                index (int64) and its owner flag (bool) per token
+//   head         the loss runs the LM head in chunks of rows and makes its gradients in forward:
+//                it keeps the gradient of its input (B*T, C) fp32 and of the table (V', C) fp32
+//                (the FSDP shard's), nothing of the logits; ln_f's mean and rstd
 // runtime.remat full keeps only each block's input (its output is the next block's input);
 // selective drops the probabilities (qkv is kept as the recomputation's input), but the
-// attention dropout mask stays with the recomputation; the GELU is not recomputed.
+// attention dropout mask stays with the recomputation; the GELU is not recomputed. The loss's
+// chunk of logits is a working set at the forward's end, when every activation is held, as at
+// the first backward's start: the working set is the wider of it and the widest backward op's.
 #include "inspect/memory_estimate.h"
 
 #include <algorithm>
 #include <numeric>
 
+#include "model/params.h"
+#include "parallel/head_chunks.h"
 #include "parallel/pipeline_schedule.h"
 #include "util/error.h"
 
@@ -37,7 +49,6 @@ namespace spmd {
 
 namespace {
 constexpr int64_t kFloatBytes = 4;
-constexpr int64_t kTargetBytes = 8 + 1;  // the loss's target index (int64) and owner flag (bool) per token
 constexpr int64_t kMaskedIdBytes = 8 + 4;  // vocab-parallel embedding: masked id (int64), mask (float)
 
 int64_t product(const std::vector<int64_t>& v) {
@@ -51,16 +62,17 @@ struct DeviceShapes {
   int64_t head_dim = 0;
   int64_t mlp = 0;                        // MLP hidden width on this device
   int64_t vocab = 0;                      // logit columns on this device
+  int64_t head_table_grad = 0;            // bytes of the table's gradient the loss keeps (the stored shard's)
+  int64_t head_weight_copy = 0;           // bf16 operands: the stored table's copy, kept from step to step
+  int64_t operand = kFloatBytes;          // bytes per element of the matmul operands
   int64_t seq_split = 1;                  // sequence-parallel degree: the stream holds T / seq_split positions
   int64_t context_split = 1;              // context-parallel degree: every activation holds T / context_split
   bool dropout = false;
   bool vocab_masked = false;              // the embedding's vocab dim has tensor-parallel axes
-  int64_t operand = kFloatBytes;  // activations between matmuls: the operand dtype (fp32 4, bf16 2)
-  // Bytes per element of the input each dense layer keeps (fp32 4, bf16 operands 2).
-  int64_t attn_in = kFloatBytes, attn_proj_in = kFloatBytes, fc_in = kFloatBytes, mlp_proj_in = kFloatBytes,
-          head_in = kFloatBytes;
+  // Bytes per element of the input each group of dense layers keeps (shared, or one per layer).
+  int64_t attn_in = kFloatBytes, attn_proj_in = kFloatBytes, fc_in = kFloatBytes, mlp_proj_in = kFloatBytes;
   int64_t block_weight_copies = 0;        // bf16 operands: the copies of one block's weight shards
-  int64_t head_weight_copy = 0;           // ... and of the head's (the tied wte)
+  ActivationTraits traits;                // the family's norms and MLP activation
   // bf16 operands without dropout: libtorch's fused attention (SDPA) on bf16 q, k, v keeps them,
   // its output and the log-sum-exp, no (T, T) probabilities (kernels::causal_attention).
   bool sdpa_attention = false;
@@ -79,15 +91,20 @@ int64_t stage_input_bytes(const DeviceShapes& d, bool first_stage) {
   return bytes;
 }
 
+// One norm's kept statistics and stream copies.
+int64_t norm_bytes(const DeviceShapes& d) {
+  return d.traits.norm_stats * d.stream_tokens() * kFloatBytes + d.traits.norm_streams * d.stream_bytes();
+}
+
 int64_t block_bytes(const DeviceShapes& d, Remat remat) {
   if (remat == Remat::kFull) return d.stream_bytes();  // its output, the next block's (or ln_f's) input
   const int64_t N = d.full_tokens();
   const int64_t probs = d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;  // (B, H', T/c, T)
   int64_t bytes = 2 * d.stream_bytes()                            // h = x + attn, and the output
-                  + 2 * 2 * d.stream_tokens() * kFloatBytes       // ln_1, ln_2: mean and rstd
+                  + 2 * norm_bytes(d)                             // the two norms' statistics (and copies)
                   + N * d.C * (d.attn_in + d.fc_in)               // ln_1, ln_2 outputs as c_attn, c_fc keep them
                   + N * d.heads * d.head_dim * d.attn_proj_in     // attention output: c_proj's input
-                  + N * d.mlp * (d.operand + d.mlp_proj_in)       // GELU derivative (or input), GELU output
+                  + N * d.mlp * (d.traits.mlp_hidden * d.operand + d.mlp_proj_in)  // activation's, its output
                   + d.block_weight_copies;
   if (d.sdpa_attention && remat != Remat::kFull) {
     // bf16 q, k, v and output, fp32 log-sum-exp per (row, head, position); nothing else to drop.
@@ -110,11 +127,18 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
 }
 
 int64_t head_bytes(const DeviceShapes& d) {
-  const int64_t N = d.full_tokens();
-  return 2 * d.stream_tokens() * kFloatBytes  // ln_f: mean and rstd (its input is the last block's output)
-         + N * d.C * d.head_in                 // ln_f's output (gathered under sequence parallelism)
-         + N * d.vocab * kFloatBytes           // the softmax
-         + N * kTargetBytes + d.head_weight_copy;
+  return norm_bytes(d)                          // ln_f's statistics (its input is the last block's output)
+         + d.full_tokens() * d.C * kFloatBytes  // the gradient of the head's input (the whole sequence's under SP)
+         + d.head_table_grad + d.head_weight_copy;
+}
+
+// The loss's forward at its widest: a chunk's logits (and, with bf16 operands, their bf16 copy
+// and, for an FSDP table, the gathered table's bf16 copy).
+int64_t loss_working_set(const DeviceShapes& d) {
+  const int64_t rows = std::min(head_chunk_rows(d.vocab), d.full_tokens());
+  const bool reduced = d.operand != kFloatBytes;
+  const bool cast_here = reduced && d.head_weight_copy == 0;
+  return rows * d.vocab * (kFloatBytes + (reduced ? d.operand : 0)) + (cast_here ? d.vocab * d.C * d.operand : 0);
 }
 
 // What the block being backwarded recomputes and holds: the internals remat none keeps.
@@ -209,38 +233,58 @@ bool gathered(const ModelLayout& layout, const ParamLayout& p) {
   return false;
 }
 
+// The tensor-parallel share of `logical`'s dim of a weight.
+int64_t tp_share(const ModelLayout& layout, const ParamInfo& info, const std::string& logical) {
+  const ParamLayout& p = layout.param(info.name);
+  for (size_t d = 0; d < info.logical.size(); ++d)
+    if (info.logical[d] == logical) return layout.mesh.axes_size(p.tp_axes[d]);
+  return 1;
+}
+
 DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   const ModelConfig& m = layout.model;
-  auto tp_of = [&](const std::string& name, size_t dim) { return layout.mesh.axes_size(layout.param(name).tp_axes[dim]); };
+  const std::vector<ParamInfo> table = param_table(m, layout.padded_vocab);
+  const BlockWeights w = block_weights(table);
   DeviceShapes d;
   d.B = rows, d.T = m.block_size, d.C = m.n_embd;
-  d.heads = m.n_head / tp_of("h.0.attn.c_attn.weight", 2);
-  d.head_dim = m.n_embd / m.n_head;
-  d.mlp = 4 * m.n_embd / tp_of("h.0.mlp.c_fc.weight", 1);
-  const ParamLayout& wte = layout.param("wte");
-  d.vocab = wte.gathered_shape()[0];
-  d.vocab_masked = !wte.tp_axes[0].empty();
+  d.heads = m.n_head / tp_share(layout, *w.attention_in.front(), "heads");
+  d.head_dim = m.head_dim();
+  d.mlp = m.mlp_size() / tp_share(layout, *w.mlp_in.front(), "mlp");
+  d.traits = activation_traits(m);
+  const ParamLayout& head = layout.param(head_table(m));
+  d.vocab = head.gathered_shape()[0];
+  d.head_table_grad = head.sharding.shard_numel() * kFloatBytes;
+  if (!gathered(layout, head) && m.matmul_dtype == MatmulDtype::kBFloat16)
+    d.head_weight_copy = head.sharding.shard_numel() * operand_bytes(m.matmul_dtype);
+  d.vocab_masked = !layout.param("wte").tp_axes[0].empty();
   d.seq_split = layout.mesh.axes_size(layout.seq_axes);
   d.context_split = layout.cp_size();
   d.dropout = m.dropout > 0;
   d.sdpa_attention = m.matmul_dtype == MatmulDtype::kBFloat16 && !d.dropout && d.context_split == 1;
   d.ring_attention = d.context_split > 1 && layout.context_exchange == ContextExchange::kRing;
-  // A dense layer keeps its input in the operand dtype and a bf16 copy of its weight, except an
-  // FSDP layer, which gathers (and casts) the weight again in backward.
+  // A dense layer keeps its input in the operand dtype (the layers that read one norm output share
+  // it), and a bf16 copy of its weight shard, except an FSDP layer, which gathers (and casts) the
+  // weight again in backward. A column-parallel layer takes its input through fp32 collectives:
+  // with bf16 operands it casts (and keeps) its own copy, and under sequence parallelism each keeps
+  // its own gathered sequence.
   const int64_t operand = operand_bytes(m.matmul_dtype);
   d.operand = operand;
-  auto keep = [&](const std::string& weight, int64_t& in_bytes, int64_t& copies) {
-    const ParamLayout& p = layout.param(weight);
-    const bool fsdp = gathered(layout, p);
-    in_bytes = operand;
-    if (!fsdp && operand != kFloatBytes) copies += p.sharding.shard_numel() * operand;
+  auto keep = [&](const std::vector<const ParamInfo*>& group, int64_t& in_bytes, int64_t& copies) {
+    int64_t shared = 0, own = 0;
+    for (const ParamInfo* info : group) {
+      const ParamLayout& p = layout.param(info->name);
+      const bool column_parallel = !p.output_tp_axes().empty();
+      const bool own_input = column_parallel && (d.seq_split > 1 || operand != kFloatBytes);
+      if (own_input) own += operand;
+      else shared = operand;
+      if (!gathered(layout, p) && operand != kFloatBytes) copies += p.sharding.shard_numel() * operand;
+    }
+    in_bytes = shared + own;
   };
-  for (auto [name, in] : {std::pair<const char*, int64_t*>{"h.0.attn.c_attn.weight", &d.attn_in},
-                          {"h.0.attn.c_proj.weight", &d.attn_proj_in},
-                          {"h.0.mlp.c_fc.weight", &d.fc_in},
-                          {"h.0.mlp.c_proj.weight", &d.mlp_proj_in}})
-    keep(name, *in, d.block_weight_copies);
-  keep("wte", d.head_in, d.head_weight_copy);
+  keep(w.attention_in, d.attn_in, d.block_weight_copies);
+  keep(w.attention_out, d.attn_proj_in, d.block_weight_copies);
+  keep(w.mlp_in, d.fc_in, d.block_weight_copies);
+  keep(w.mlp_out, d.mlp_proj_in, d.block_weight_copies);
   return d;
 }
 }  // namespace
@@ -293,6 +337,7 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   held.first_sending_chunk = stage == 0 ? 1 : 0;
   e.gradient_sends = added();
   held.working_set = backward_working_set(shapes);
+  if (stage == pipeline.stages() - 1) held.working_set = std::max(held.working_set, loss_working_set(shapes));
   e.backward_working_set = added();
   held.working_set += replayed_block_bytes(shapes, remat);
   e.recompute = added();
@@ -344,23 +389,28 @@ int64_t fullest_stage(const std::vector<MemoryEstimate>& stages) {
 MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch, int64_t microbatches,
                                          Remat remat) {
   MemoryEstimate e;
-  for (const auto& p : gpt2_param_table(model, model.vocab_size)) e.params += product(p.shape) * kFloatBytes;
+  for (const auto& p : param_table(model, model.vocab_size)) e.params += product(p.shape) * kFloatBytes;
   e.grads = e.params;
   e.optimizer = 2 * e.params;
   DeviceShapes d;
   d.B = global_batch / microbatches, d.T = model.block_size, d.C = model.n_embd;
-  d.heads = model.n_head, d.head_dim = model.n_embd / model.n_head, d.mlp = 4 * model.n_embd;
+  d.heads = model.n_head, d.head_dim = model.head_dim(), d.mlp = model.mlp_size();
   d.vocab = model.vocab_size;
+  d.head_table_grad = d.vocab * d.C * kFloatBytes;
   d.dropout = model.dropout > 0;
+  d.traits = activation_traits(model);
   const int64_t operand = operand_bytes(model.matmul_dtype);
-  d.attn_in = d.attn_proj_in = d.fc_in = d.mlp_proj_in = d.head_in = operand;
+  d.operand = operand;
+  // One kept input per group of layers (in the operand dtype), and a copy of each weight.
+  const std::vector<ParamInfo> table = param_table(model, model.vocab_size);
+  const BlockWeights w = block_weights(table);
+  d.attn_in = d.attn_proj_in = d.fc_in = d.mlp_proj_in = operand;
+  if (operand != kFloatBytes) d.head_weight_copy = d.vocab * d.C * operand;
   d.sdpa_attention = operand != kFloatBytes && !d.dropout;
-  if (operand != kFloatBytes) {
-    d.block_weight_copies = 12 * d.C * d.C * operand;  // c_attn 3C^2, c_proj C^2, c_fc and c_proj 4C^2 each
-    d.head_weight_copy = d.vocab * d.C * operand;
-  }
+  if (operand != kFloatBytes)
+    for (const ParamInfo* info : w.all()) d.block_weight_copies += product(info->shape) * operand;
   e.activation_parts = activation_parts(d, remat, model.n_layer, true, true);
-  e.backward_working_set = backward_working_set(d);
+  e.backward_working_set = std::max(backward_working_set(d), loss_working_set(d));
   e.recompute = replayed_block_bytes(d, remat);
   e.activations_per_microbatch = e.activation_parts.total();
   e.activations = e.activations_per_microbatch;

@@ -15,7 +15,7 @@ struct ActivationParts {
                             // or the received activation), and on the first stage the embeddings' own keep
   int64_t per_block = 0;    // one block: its output and, without runtime.remat full, its internals
   int64_t blocks = 0;       // per_block x the stage's blocks
-  int64_t head = 0;         // ln_f, the head's input, the softmax (last stage only)
+  int64_t head = 0;         // ln_f's statistics, the loss's gradients of its input and table (last stage only)
   int64_t total() const { return stage_input + blocks + head; }
 };
 
@@ -33,7 +33,8 @@ struct MemoryEstimate {
   // stream per earlier (microbatch, chunk) is still held. 0 on the first stage and without stages.
   int64_t gradient_sends = 0;
   // A backward's own working set beyond what it has freed: the gradients entering and leaving its
-  // widest op (attention's probabilities, or the MLP's hidden layer), fp32.
+  // widest op (attention's probabilities, or the MLP's hidden layer), fp32; on the last stage the
+  // loss's chunk of logits where wider (the forward's end holds every activation, too).
   int64_t backward_working_set = 0;
   // runtime.remat full or selective: what the block being backwarded recomputes, held through its
   // backward (its internals that runtime.remat none would have kept).

@@ -122,8 +122,10 @@ std::string memory_text(const Config& config, const ModelLayout& layout, std::op
   line(activations_label(sharded), sharded.activations, single.activations);
   line("total", sharded.total(), single.total());
   const auto& m = config.model;
+  const int64_t positional = num_params(m) - num_params(m, /*include_position_embedding=*/false);
   return text_table(rows, "lrrr") +
-         fmt::format("  ({} parameters; {} of them in position embeddings)\n", gpt2_num_params(m), m.block_size * m.n_embd) +
+         (positional > 0 ? fmt::format("  ({} parameters; {} of them in position embeddings)\n", num_params(m), positional)
+                         : fmt::format("  ({} parameters)\n", num_params(m))) +
          "verdict: " + memory_verdict(sharded, config, device_bytes) + "\n";
 }
 
@@ -151,9 +153,9 @@ std::string inspect_text(const Config& config, const ModelLayout& layout, const 
                      microbatches > 1 ? fmt::format(" in {} microbatches of {}", microbatches, per_rank / microbatches)
                                       : std::string());
   if (layout.padded_vocab != m.vocab_size)
-    out += fmt::format("vocab {} padded to {} so the vocab dim divides its shards ({} padding rows, "
+    out += fmt::format("vocab {} padded to {}, a multiple of {} ids per shard of the vocab dim ({} padding rows, "
                        "masked out of the loss)\n",
-                       m.vocab_size, layout.padded_vocab, layout.padded_vocab - m.vocab_size);
+                       m.vocab_size, layout.padded_vocab, kVocabShardMultiple, layout.padded_vocab - m.vocab_size);
   out += "\n" + params_table_text(layout, options.all_rows);
   if (const std::string pipeline = pipeline_text(config, layout); !pipeline.empty()) out += "\n" + pipeline;
 

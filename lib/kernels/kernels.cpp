@@ -79,6 +79,17 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
   return g;
 }
 
+void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy,
+                            at::ScalarType operand_dtype) {
+  if (c10::isReducedFloatingType(operand_dtype)) {  // x and dy may already be in it (bf16 activations)
+    dw.add_(at::mm(x.to(operand_dtype).t(), dy.to(operand_dtype)));
+  } else if (cpu::fused_linear_supports(x, dw) && dy.device().is_cpu() && dy.scalar_type() == at::kFloat) {
+    cpu::fused_accumulate_weight_grad(dw, x, dy);
+  } else {
+    dw.addmm_(x.t(), dy);
+  }
+}
+
 // ---- Attention and activation ----
 
 namespace {
@@ -106,8 +117,10 @@ at::Tensor explicit_causal_attention(const at::Tensor& qkv, const at::Tensor& dr
       document_starts.defined()
           ? hidden_keys(at::arange(T, qkv.options().dtype(at::kLong)), T, document_starts)
           : at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
-  // The softmax in float32 whatever the operands (bf16: as autocast does).
-  at::Tensor probs = at::softmax(scores.masked_fill(hidden, -INFINITY), -1, at::kFloat);
+  // The softmax in float32 for bf16 operands (as autocast does), else in their own dtype.
+  const at::ScalarType softmax_dtype =
+      c10::isReducedFloatingType(scores.scalar_type()) ? at::kFloat : scores.scalar_type();
+  at::Tensor probs = at::softmax(scores.masked_fill(hidden, -INFINITY), -1, softmax_dtype);
   if (dropout_mask.defined()) probs = probs * dropout_mask;  // the mask is float32
   return at::matmul(probs.to(v.scalar_type()), v).transpose(1, 2);
 }
@@ -167,7 +180,17 @@ at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, cons
 
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
   if (cpu::fused_gelu_supports(h, bias)) return cpu::fused_bias_gelu(h, bias);
-  return at::gelu(bias.defined() ? h + bias.to(h.scalar_type()) : h, "tanh");
+  if (!bias.defined()) return at::gelu(h, "tanh");
+  // A bf16 h takes its bias in bf16 (autocast's: it stays bf16); other dtypes promote as usual.
+  return at::gelu(h + (c10::isReducedFloatingType(h.scalar_type()) ? bias.to(h.scalar_type()) : bias), "tanh");
+}
+
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor x32 = x.to(at::kFloat);
+  const at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
 }
 
 // ---- Optimizer and norms ----

@@ -41,6 +41,12 @@ struct LinearGrads {
 };
 LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
                             bool need_dw, bool need_dbias, at::ScalarType operand_dtype = at::kFloat);
+// dw += x^T dy in place: the weight gradient of x (rows, K) w (K, N) summed over calls (chunks of
+// rows of one product) with no w-sized temporary in float32. dw: float32, (K, N) in w's layout (a
+// transposed view for a tied (N, K) table). bf16 operands: each call's product is rounded to bf16,
+// as linear_backward's, then added (a bf16 temporary of w's size).
+void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy,
+                            at::ScalarType operand_dtype = at::kFloat);
 
 // ---- Attention and activation ----
 
@@ -71,9 +77,16 @@ at::Tensor attention_at_positions(const at::Tensor& q, const at::Tensor& k, cons
                                   const at::Tensor& q_positions, const at::Tensor& dropout_mask = at::Tensor(),
                                   const at::Tensor& q_document_starts = at::Tensor());
 
-// GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1). In h's dtype
-// (a bf16 h: bf16 out, the bias taken in bf16).
+// GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1). A bf16 h gives
+// bf16 (the bias taken in bf16, as autocast); other dtypes promote as libtorch's add does.
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor());
+
+// Llama's SwiGLU: silu(gate) * up, elementwise.
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
+
+// RMSNorm over x's last dim: x / sqrt(mean(x^2) + eps) * weight, the statistics in float32
+// whatever x's dtype (as Hugging Face's LlamaRMSNorm); weight of size x.size(-1).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // ---- Optimizer and norms ----
 

@@ -9,10 +9,16 @@
 namespace spmd {
 
 namespace {
-const SizeSource* find_source(const std::vector<SizeSource>& sources, const std::string& logical) {
-  for (const auto& s : sources)
-    if (s.logical == logical) return &s;
-  return nullptr;
+// The source of `logical` whose current size is `size` (an axis may have several: query and
+// key/value heads), else its first.
+const SizeSource* find_source(const std::vector<SizeSource>& sources, const std::string& logical, int64_t size) {
+  const SizeSource* first = nullptr;
+  for (const auto& s : sources) {
+    if (s.logical != logical) continue;
+    if (s.size_of(s.value) == size) return &s;
+    if (!first) first = &s;
+  }
+  return first;
 }
 
 bool works(const SizeSource& source, int64_t value, int64_t parts) {
@@ -96,7 +102,7 @@ void check_dims_divide(const Mesh& mesh, const PartitionSpec& spec, const std::v
       if (!mesh.has_axis(a)) return;  // NamedSharding names the unknown axis
     if (axes.empty() || shape[d] % mesh.axes_size(axes) == 0) continue;
     const std::string name = d < logical.size() ? logical[d] : "";
-    throw UsageError(indivisible_message(mesh, axes, shape[d], d, name, find_source(sources, name), tensor_name));
+    throw UsageError(indivisible_message(mesh, axes, shape[d], d, name, find_source(sources, name, shape[d]), tensor_name));
   }
 }
 

@@ -73,17 +73,6 @@ at::Tensor Gpt2::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool train
   return h + mlp(layer_norm(h, fmt::format("h.{}.ln_2", l), ops), l, ops, training);
 }
 
-at::Tensor Gpt2::blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training,
-                        const at::Tensor& document_starts) const {
-  for (int64_t l = begin; l < end; ++l) {
-    x = ops.constrain(x, kResidual);
-    x = ops.block(x, [this, l, &ops, training, document_starts](const at::Tensor& in) {
-      return block(in, l, ops, training, nullptr, document_starts);
-    });
-  }
-  return x;
-}
-
 at::Tensor Gpt2::next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache* cache) const {
   const int64_t first = cache ? cache->length : 0;
   SPMD_ASSERT(first + idx.size(1) <= config_.block_size, "decoding past block_size: {} + {} > {}", first,
@@ -101,12 +90,6 @@ at::Tensor Gpt2::head_loss(const at::Tensor& x, const at::Tensor& targets, Model
 
 at::Tensor Gpt2::head_row_losses(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {
   return ops.tied_head_row_losses(layer_norm(ops.constrain(x, kResidual), "ln_f", ops), "wte", targets);
-}
-
-at::Tensor Gpt2::loss(const at::Tensor& idx, const at::Tensor& targets, ModelOps& ops, bool training,
-                      const at::Tensor& document_starts) const {
-  const at::Tensor x = embed(idx, ops, training, 0, document_starts);
-  return head_loss(blocks(x, 0, config_.n_layer, ops, training, document_starts), targets, ops);
 }
 
 }  // namespace spmd

@@ -74,15 +74,4 @@ std::vector<SizeSource> gpt2_size_sources(const ModelConfig& c) {
   };
 }
 
-int64_t gpt2_num_params(const ModelConfig& config, bool include_position_embedding) {
-  int64_t n = 0;
-  for (const auto& p : gpt2_param_table(config, config.vocab_size)) {
-    if (!include_position_embedding && p.name == "wpe") continue;
-    int64_t numel = 1;
-    for (int64_t s : p.shape) numel *= s;
-    n += numel;
-  }
-  return n;
-}
-
 }  // namespace spmd

@@ -1,51 +1,10 @@
-// GPT-2's parameters as a table: name, global shape, logical axes, initializer. No tensors here.
-// Weights are stored input-major (x @ W), like GPT-2's original Conv1D, and attention tensors
-// have separate (heads, head_dim) dims so that sharding `heads` always splits whole heads.
+// GPT-2's parameter table (model/params.h dispatches here for model.arch gpt2).
 #pragma once
-#include <cstdint>
-#include <string>
-#include <vector>
-
-#include "config/config.h"
-#include "mesh/size_hint.h"
+#include "model/params.h"
 
 namespace spmd {
 
-enum class ParamInit { kNormal, kZeros, kOnes };
-
-struct ParamInfo {
-  std::string name;                  // h.0.attn.c_attn.weight
-  std::vector<int64_t> shape;        // global shape
-  std::vector<std::string> logical;  // one logical axis per dim; "" = never sharded
-  ParamInit init = ParamInit::kNormal;
-  double init_std = 0.02;            // for kNormal
-  bool weight_decay = false;         // AdamW decay: weight matrices and embeddings only (as nanoGPT)
-  int64_t input_dims = 0;            // for dense weights: leading dims contracted with the input
-  int64_t padded_dim = -1;           // a dim padded up so it shards evenly (the vocab); -1: none
-  int64_t unpadded_size = 0;         // that dim's true size: entries past it are zero padding
-  // Where the forward uses it along the logical `layers` axis (the stack of blocks): block
-  // `layer`, or (layer -1) before the stack (embeddings) and/or after it (final norm, head).
-  int64_t layer = -1;
-  bool before_stack = false;
-  bool after_stack = false;
-  // Applied position by position to the residual stream (LayerNorm scales and shifts, the biases
-  // added to it): where the stream is split along the sequence, each split sees only its positions.
-  bool per_position = false;
-};
-
-// Logical axis vocabulary of the model (activations and parameters).
-inline const std::vector<std::string>& gpt2_logical_names() {
-  static const std::vector<std::string> names{"batch", "seq", "vocab", "embed", "heads", "kv", "mlp", "layers"};
-  return names;
-}
-
-// Which config key sets each logical axis's size (for layout errors that name the fix).
-std::vector<SizeSource> gpt2_size_sources(const ModelConfig& config);
-
-// All parameters in a fixed order. `padded_vocab` >= config.vocab_size rows of the embedding.
 std::vector<ParamInfo> gpt2_param_table(const ModelConfig& config, int64_t padded_vocab);
-
-// Number of parameters excluding padding and position embeddings (as GPT-2 papers count).
-int64_t gpt2_num_params(const ModelConfig& config, bool include_position_embedding = true);
+std::vector<SizeSource> gpt2_size_sources(const ModelConfig& config);
 
 }  // namespace spmd

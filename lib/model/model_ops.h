@@ -1,4 +1,4 @@
-// What the GPT-2 code may ask of the runtime. The model speaks logical axis names and parameter
+// What a model family's code may ask of the runtime. The model speaks logical axis names and parameter
 // names only; an implementation decides what communication that needs (lib/parallel).
 #pragma once
 #include <functional>
@@ -22,9 +22,19 @@ class ModelOps {
   virtual at::Tensor dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
                            int64_t contracted_dims) = 0;
 
-  // LayerNorm over x's last dim with the named scale and bias ("" for none).
+  // LayerNorm over x's last dim with the named scale and bias ("" for none). The norms compute in
+  // float32 and return the matmul operand dtype (model.matmul_dtype: their output feeds matmuls).
   virtual at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias,
                                 double eps) = 0;
+
+  // RMSNorm over x's last dim with the named scale (statistics in float32).
+  virtual at::Tensor rms_norm(const at::Tensor& x, const std::string& weight, double eps) = 0;
+
+  // The true positions of the `length` sequence positions this rank's attention inputs hold
+  // (rotary embeddings): (1, length) int64 counting from first_position, the positions of this
+  // rank's head-tail chunks under context parallelism; with document_starts ((B, T) over the whole
+  // sequence, as causal_attention takes them) (B, length), counted from each token's document start.
+  virtual at::Tensor positions(int64_t length, int64_t first_position, const at::Tensor& document_starts) = 0;
 
   // Rows of an embedding table (vocab, embed) for token ids (B, T) -> (B, T, C).
   virtual at::Tensor embed(const std::string& table, const at::Tensor& ids) = 0;
@@ -51,6 +61,9 @@ class ModelOps {
   // Decoding with a key/value cache: queries q (B, T, H, D) for the last T of the S positions
   // whose keys and values k, v (B, S, H, D) hold -> (B, T, H, D). No dropout.
   virtual at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) = 0;
+
+  // Llama's SwiGLU: silu(gate) * up, in the inputs' dtype (bf16 between bf16 matmuls).
+  virtual at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) = 0;
 
   // GPT-2's tanh-approximate GELU of h + the named bias ("" for none) over h's last dim.
   virtual at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) = 0;

@@ -65,7 +65,7 @@ void check_sequence_parallel(const Config& config, const LogicalRules& rules, co
 std::vector<std::string> weight_free_axes(const std::vector<std::string>& seq_axes, const LogicalRules& rules,
                                           const ModelConfig& model, int64_t padded_vocab) {
   std::vector<std::string> used;
-  for (const auto& info : gpt2_param_table(model, padded_vocab))
+  for (const auto& info : param_table(model, padded_vocab))
     for (const auto& axis : rules.resolve(info.logical, info.name).used_axes()) used.push_back(axis);
   std::vector<std::string> free;
   for (const auto& axis : seq_axes)
@@ -97,7 +97,7 @@ void check_context_parallel(const Config& config, const Mesh& mesh, const std::v
 // A rule for a logical name nothing uses is a typo until shown otherwise: `[embd, null]` would
 // otherwise surface later as "embed has no rule".
 void check_rule_names(const Config& config) {
-  const auto& known = gpt2_logical_names();
+  const auto& known = model_logical_names();
   for (size_t i = 0; i < config.sharding_rules.size(); ++i) {
     const auto& rule = config.sharding_rules[i];
     if (std::find(known.begin(), known.end(), rule.logical) != known.end()) continue;
@@ -110,8 +110,8 @@ void check_rule_names(const Config& config) {
 }
 
 // Where each logical axis's size comes from: the model's table, plus the batch.
-std::vector<SizeSource> size_sources(const Config& config) {
-  auto sources = gpt2_size_sources(config.model);
+std::vector<SizeSource> layout_size_sources(const Config& config) {
+  auto sources = spmd::size_sources(config.model);
   sources.push_back({"batch", "data.batch_size", "data.batch_size", config.data.batch_size,
                      [](int64_t v) { return v; }, ""});
   return sources;
@@ -298,13 +298,14 @@ ModelLayout plan_layout(const Config& config) {
   Mesh mesh(config.mesh.shape, config.mesh.axes);
   LogicalRules rules(config.sharding_rules, mesh);
   const auto& m = config.model;
-  const auto sources = size_sources(config);
+  const auto sources = layout_size_sources(config);
 
-  // The vocab dim may not divide: pad it (as nanoGPT pads 50257 to 50304); padded rows are
-  // masked out of the loss.
+  // The vocabulary is padded so that each shard of it is a multiple of 64 ids (as nanoGPT pads
+  // 50257 to 50304): the head's products then have a well-aligned N. Padded rows are masked out
+  // of the loss.
   PartitionSpec wte_spec = rules.resolve({"vocab", "embed"}, "wte");
-  int64_t vocab_parts = mesh.axes_size(wte_spec.axes_of(0));
-  int64_t padded_vocab = (m.vocab_size + vocab_parts - 1) / vocab_parts * vocab_parts;
+  const int64_t vocab_multiple = kVocabShardMultiple * mesh.axes_size(wte_spec.axes_of(0));
+  const int64_t padded_vocab = (m.vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
 
   // Activations at block boundaries: ('batch', 'seq', 'embed').
   PartitionSpec activation_spec = rules.resolve({"batch", "seq", "embed"}, "activations (batch, seq, embed)");
@@ -323,7 +324,7 @@ ModelLayout plan_layout(const Config& config) {
   ModelLayout layout{mesh, rules, m, padded_vocab, batch_axes, activation_spec, seq_axes, context_axes, {},
                      plan_pipeline(config, mesh, batch_axes)};
   layout.context_exchange = config.runtime.context_exchange;
-  for (auto& info : gpt2_param_table(m, padded_vocab)) {
+  for (auto& info : param_table(m, padded_vocab)) {
     PartitionSpec spec = rules.resolve(info.logical, info.name);
     check_dims_divide(mesh, spec, info.shape, info.logical, sources, info.name);
     NamedSharding sharding(mesh, spec, info.shape, info.name, placement_of(info, layout.pipeline));

@@ -8,9 +8,12 @@
 #include "config/config.h"
 #include "mesh/mesh.h"
 #include "mesh/sharding.h"
-#include "model/gpt2_params.h"
+#include "model/params.h"
 
 namespace spmd {
+
+// Each shard of the vocabulary dim holds a multiple of this many ids (padding at the end).
+constexpr int64_t kVocabShardMultiple = 64;
 
 struct ParamLayout {
   ParamInfo info;
@@ -53,14 +56,14 @@ struct ModelLayout {
   Mesh mesh;
   LogicalRules rules;
   ModelConfig model;
-  int64_t padded_vocab = 0;              // vocab_size rounded up to the vocab dim's shard count
+  int64_t padded_vocab = 0;              // vocab_size rounded up to kVocabShardMultiple x the vocab dim's shard count
   std::vector<std::string> batch_axes;   // mesh axes of the activations' `batch` dim
   PartitionSpec activation_spec;         // ('batch', 'seq', 'embed') resolved
   std::vector<std::string> seq_axes;     // the residual stream's sequence split (sequence parallelism)
   // Context parallelism: `seq` mapped onto mesh axes that shard no weight. Every activation is
   // split along the sequence over them, in head-tail chunks (docs/context-parallel.md).
   std::vector<std::string> context_axes;
-  std::vector<ParamLayout> params;       // in gpt2_param_table order
+  std::vector<ParamLayout> params;       // in param_table order
   PipelineLayout pipeline;
   // How attention exchanges keys and values over the context axes (runtime.context_exchange).
   ContextExchange context_exchange = ContextExchange::kAllGather;

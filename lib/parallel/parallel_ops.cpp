@@ -1,6 +1,7 @@
 // How each logical operation becomes local compute + collectives.
 #include "parallel/parallel_ops.h"
 
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -8,8 +9,8 @@
 #include "kernels/kernels.h"
 #include "parallel/counter_rng.h"
 #include "parallel/fsdp_ops.h"
+#include "parallel/head_loss.h"
 #include "parallel/ring_attention.h"
-#include "parallel/vocab_parallel_loss.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -143,32 +144,41 @@ at::Tensor ParallelOps::attention_over_prefix(const at::Tensor& q, const at::Ten
   return kernels::attention_over_prefix(q, k, v);  // heads are whole on each rank: no communication
 }
 
-ParallelOps::HeadLogits ParallelOps::head_logits(const at::Tensor& x, const std::string& table,
-                                                 const at::Tensor& targets) {
+ParallelOps::HeadInput ParallelOps::head_input(const at::Tensor& x, const std::string& table,
+                                               const at::Tensor& targets) {
   const auto& layout = layout_of(table);
   const auto& vocab_tp = layout.tp_axes[0];
   const Group& vocab_group = group(vocab_tp);
   const at::Tensor x32 = vocab_group.size() > 1 ? x.to(at::kFloat) : x;  // collectives carry float32
   const at::Tensor full =
       sequence_parallel() ? gather_sequence_from_group(x32, vocab_group) : copy_to_group(x32, vocab_group);
-  at::Tensor logits = local_logits(full.reshape({-1, x.size(-1)}), table);  // (B*T, V_local)
-  const int64_t rows = logits.size(1);
-  const int64_t offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * rows;
+  HeadShard head;
+  const int64_t columns = layout.gathered_shape()[0];  // this rank's vocabulary ids (FSDP dims gathered)
+  head.vocab_offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * columns;
+  head.valid_vocab = model_.layout().model.vocab_size;
+  head.vocab_group = &vocab_group;
+  head.gathers = fsdp_gathers(layout);
+  head.prefetcher = prefetcher();
+  head.operand_dtype = matmul_dtype();
+  // bf16: the stored table's copy made once per optimizer update, outside autograd (the head
+  // makes the table's float32 gradient itself); an FSDP table is cast where it is gathered.
+  if (head.gathers.empty() && head.operand_dtype != at::kFloat) {
+    at::NoGradGuard no_grad;
+    head.operand_table = matmul_param(table);
+  }
   // Under context parallelism x holds this rank's chunks of the sequence: so must the targets.
   const at::Tensor local_targets = context_parallel() ? take_context_chunks(targets, 1, context_split()) : targets;
-  return {logits.reshape({-1, rows}), local_targets.reshape({-1}), offset};
+  return {full.reshape({-1, x.size(-1)}), local_targets.reshape({-1}), std::move(head)};
 }
 
 at::Tensor ParallelOps::tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) {
-  const HeadLogits head = head_logits(x, table, targets);
-  return vocab_parallel_cross_entropy(head.logits, head.targets, head.vocab_offset, model_.layout().model.vocab_size,
-                                      group(layout_of(table).tp_axes[0]));
+  const HeadInput in = head_input(x, table, targets);
+  return head_cross_entropy(in.x, shard(table), in.targets, in.head);
 }
 
 at::Tensor ParallelOps::tied_head_row_losses(const at::Tensor& x, const std::string& table, const at::Tensor& targets) {
-  const HeadLogits head = head_logits(x, table, targets);
-  const at::Tensor tokens = vocab_parallel_token_losses(head.logits, head.targets, head.vocab_offset,
-                                                        model_.layout().model.vocab_size, group(layout_of(table).tp_axes[0]));
+  const HeadInput in = head_input(x, table, targets);
+  const at::Tensor tokens = head_token_losses(in.x, shard(table), in.targets, in.head);
   at::Tensor rows = tokens.reshape({targets.size(0), -1}).sum(1);  // (B,): this rank's positions
   if (context_parallel()) group(model_.layout().context_axes).all_reduce_sum(rows);
   return rows;
@@ -182,10 +192,28 @@ at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weigh
   return at::layer_norm(x, {x.size(-1)}, param(weight), b, eps).to(matmul_dtype());
 }
 
+at::Tensor ParallelOps::rms_norm(const at::Tensor& x, const std::string& weight, double eps) {
+  // Statistics in float32 (FSDP: param() gathers the scale); the output feeds a matmul: in its
+  // operand dtype.
+  return kernels::rms_norm(x, param(weight), eps).to(matmul_dtype());
+}
+
+at::Tensor ParallelOps::positions(int64_t length, int64_t first_position, const at::Tensor& document_starts) {
+  const at::Device device = model_.comm().device();
+  // Under context parallelism this rank's attention holds its two head-tail chunks; elsewhere
+  // (sequence parallelism included: attention sees the gathered sequence) the whole sequence.
+  at::Tensor positions = context_parallel() ? context_positions(length, context_split(), device)
+                                            : at::arange(length, at::TensorOptions().dtype(at::kLong).device(device));
+  positions = (positions + first_position).unsqueeze(0);  // (1, length)
+  if (!document_starts.defined()) return positions;
+  const at::Tensor starts = context_parallel() ? take_context_chunks(document_starts, 1, context_split()) : document_starts;
+  return positions - starts;  // (B, length)
+}
+
 at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
                                          const at::Tensor& document_starts) {
-  // The dropout mask is this rank's block of dropout() of ones: multipliers that are a pure
-  // function of global indices, whichever kernel (and device) applies them.
+  // The dropout mask is this rank's block of the multipliers dropout() would apply: a pure
+  // function of global indices, whichever kernel (and device) applies them, drawn in one pass.
   // (B, H, T, T): both sequence dims are whole here, also under sequence parallelism (where a
   // `seq` rule would claim the heads' axis first).
   static const std::vector<std::string> kProbs{"batch", "heads", "", ""};
@@ -200,7 +228,7 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0) {
     const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
-    mask = dropout(at::ones({B, H, T, T}, qkv.options()), dropout_site, kProbs);
+    mask = dropout_multipliers({B, H, T, T}, qkv.device(), dropout_site, kProbs);
   }
   // Selective recomputation (Megatron's): the attention core, whose probabilities are (T, T) per head.
   const at::ScalarType operands = matmul_dtype();  // bf16 matmuls: bf16 attention too
@@ -227,7 +255,7 @@ at::Tensor ParallelOps::context_attention(const at::Tensor& qkv_in, const std::s
   const int64_t B = qkv.size(0), T_local = qkv.size(1), H = qkv.size(3), T = T_local * split.size;
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0)
-    mask = dropout(at::ones({B, H, T_local, T}, qkv.options()), dropout_site, kProbs);
+    mask = dropout_multipliers({B, H, T_local, T}, qkv.device(), dropout_site, kProbs);
   // The document starts of this rank's queries, in its head-tail order (global positions).
   const at::Tensor q_starts =
       document_starts.defined() ? take_context_chunks(document_starts, 1, split) : at::Tensor();  // (B, T_local)
@@ -247,16 +275,18 @@ at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) 
   return kernels::bias_gelu(h, bias.empty() ? at::Tensor() : matmul_param(bias));
 }
 
+at::Tensor ParallelOps::swiglu(const at::Tensor& gate, const at::Tensor& up) { return kernels::swiglu(gate, up); }
+
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
   if (model_.layout().model.dropout <= 0) return x;
-  return x * dropout_multipliers(x, site, logical);
+  return x * dropout_multipliers(x.sizes(), x.device(), site, logical);
 }
 
-at::Tensor ParallelOps::dropout_multipliers(const at::Tensor& x, const std::string& site,
+at::Tensor ParallelOps::dropout_multipliers(at::IntArrayRef shape, c10::Device device, const std::string& site,
                                             const std::vector<std::string>& logical) {
   const auto& layout = model_.layout();
   PartitionSpec spec = layout.rules.resolve(logical, site);
-  std::vector<int64_t> local = x.sizes().vec(), global(local.size()), offset(local.size());
+  std::vector<int64_t> local = shape.vec(), global(local.size()), offset(local.size());
   int64_t seq_dim = -1;  // the dim holding this rank's head-tail chunks, if any
   for (size_t d = 0; d < local.size(); ++d) {
     const auto& axes = spec.axes_of(d);
@@ -274,8 +304,8 @@ at::Tensor ParallelOps::dropout_multipliers(const at::Tensor& x, const std::stri
   // Drawn where x lives: the hand-vectorized loop on the CPU, ATen integer ops on a GPU (no host
   // work, no copy); both give the same bits.
   auto draw = [&](const std::vector<int64_t>& block_local, const std::vector<int64_t>& block_offset) {
-    return x.is_cpu() ? dropout_mask_block(block_local, global, block_offset, seed_, stream, p)
-                      : dropout_mask_block_on(x.device(), block_local, global, block_offset, seed_, stream, p);
+    return device.is_cpu() ? dropout_mask_block(block_local, global, block_offset, seed_, stream, p)
+                           : dropout_mask_block_on(device, block_local, global, block_offset, seed_, stream, p);
   };
   if (seq_dim < 0) return draw(local, offset);
   // Two blocks along the sequence: the rank's chunks at their global positions.

@@ -10,6 +10,7 @@
 #include "model/model_ops.h"
 #include "parallel/context_parallel.h"
 #include "parallel/fsdp_ops.h"
+#include "parallel/head_loss.h"
 #include "parallel/recompute.h"
 #include "parallel/sharded_model.h"
 
@@ -40,6 +41,8 @@ class ParallelOps : public ModelOps {
   at::Tensor dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
                    int64_t contracted_dims) override;
   at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) override;
+  at::Tensor rms_norm(const at::Tensor& x, const std::string& weight, double eps) override;
+  at::Tensor positions(int64_t length, int64_t first_position, const at::Tensor& document_starts) override;
   at::Tensor embed(const std::string& table, const at::Tensor& ids) override;
   at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
   at::Tensor tied_head_row_losses(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
@@ -48,6 +51,7 @@ class ParallelOps : public ModelOps {
   at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
                               const at::Tensor& document_starts) override;
   at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) override;
+  at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) override;
   at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;
   at::Tensor constrain(const at::Tensor& x, const std::vector<std::string>& logical) override;
   at::Tensor block(const at::Tensor& x, std::function<at::Tensor(const at::Tensor&)> body) override;
@@ -67,16 +71,18 @@ class ParallelOps : public ModelOps {
   // around the ring (runtime.context_exchange). document_starts: the whole sequence's, or undefined.
   at::Tensor context_attention(const at::Tensor& qkv, const std::string& dropout_site,
                                const at::Tensor& document_starts);
-  // dropout()'s multipliers for x's block; under context parallelism dim `seq_dim` holds two chunks.
-  at::Tensor dropout_multipliers(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical);
+  // dropout()'s multipliers (0 or 1/(1-p)) for this rank's block of `shape` on `device`, drawn in
+  // one pass; under context parallelism the dim on the context axes holds two chunks.
+  at::Tensor dropout_multipliers(at::IntArrayRef shape, c10::Device device, const std::string& site,
+                                 const std::vector<std::string>& logical);
   at::Tensor local_logits(const at::Tensor& x2, const std::string& table);  // (rows, C) -> (rows, V_local)
-  // The head's logits of this rank's positions (B * T_local, V_local), their targets (B * T_local,)
-  // and the first vocabulary id of V_local.
-  struct HeadLogits {
-    at::Tensor logits, targets;
-    int64_t vocab_offset = 0;
+  // The head's input: this rank's positions (B * T_local, C) (the whole sequence's under
+  // sequence parallelism), their targets (B * T_local,), and where `table`'s shard sits.
+  struct HeadInput {
+    at::Tensor x, targets;
+    HeadShard head;
   };
-  HeadLogits head_logits(const at::Tensor& x, const std::string& table, const at::Tensor& targets);
+  HeadInput head_input(const at::Tensor& x, const std::string& table, const at::Tensor& targets);
   // body(x), recomputed in backward; the body lives as long as this ParallelOps (its graph's).
   at::Tensor recomputed(const at::Tensor& x, RecomputedBody body);
   FsdpPrefetcher* prefetcher() { return &model_.fsdp_prefetcher(); }

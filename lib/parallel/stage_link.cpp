@@ -5,6 +5,7 @@
 
 #include <fmt/ranges.h>
 
+#include "comm/host_copies.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -71,7 +72,7 @@ void StageLink::post_receive_gradient(int64_t microbatch, int64_t chunk, at::Int
 }
 
 void StageLink::post_receive(int peer, int tag, at::IntArrayRef shape) {
-  at::Tensor buffer = at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(p2p_device()));
+  at::Tensor buffer = host_buffer(shape, at::kFloat, device_);  // pinned on a GPU: the copy up is queued
   PendingCollective work = p2p_->receive_async(buffer, peer, tag);
   posted_[tag] = {buffer, std::move(work)};
 }
@@ -86,16 +87,24 @@ at::Tensor StageLink::receive(int peer, int tag, at::IntArrayRef shape, const at
     buffer = posted->second.buffer;
     posted_.erase(posted);
   } else {
-    buffer = at::empty(shape, options.device(p2p_device()));
+    buffer = host_buffer(shape, options.dtype().toScalarType(), device_);
     p2p_->receive(buffer, peer, tag);
   }
   receive_wait_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return buffer.to(device_);
+  // From pinned memory the copy up is queued on the stream (the caching host allocator keeps the
+  // buffer until it is done); on the CPU the buffer is the tensor.
+  return buffer.to(device_, /*non_blocking=*/true);
 }
 
-c10::Device StageLink::p2p_device() const { return c10::Device(c10::kCPU); }  // Gloo's send/recv: host memory
-
-at::Tensor StageLink::to_p2p(const at::Tensor& t) const { return t.to(p2p_device()); }
+at::Tensor StageLink::to_p2p(const at::Tensor& t) const {
+  if (t.is_cpu()) return t;  // Gloo sends host memory as it is
+  // Gloo reads the bytes on its own thread: the copy down (queued, pinned) must be done first.
+  at::Tensor host = host_buffer(t.sizes(), t.scalar_type(), device_);
+  QueuedCopies copy;
+  copy.copy(host, t);
+  copy.wait();
+  return host;
+}
 
 void StageLink::finish_sends() {
   for (auto& [m, send] : activation_sends_) send.wait();

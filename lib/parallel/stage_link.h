@@ -4,7 +4,8 @@
 // stage u mod p, so with chunks the line is a ring: the last stage's chunk k feeds the first
 // stage's chunk k + 1. Without stages it is the only stage and moves nothing.
 //
-// The transfers go over Gloo, through host memory (a copy each way on a GPU). Under NCCL they use
+// The transfers go over Gloo, through host memory: on a GPU a copy each way, through pinned
+// buffers, queued on the stream with one wait before Gloo reads a send. Under NCCL they use
 // the line's Gloo twin: a NCCL send and receive between two ranks queue on one stream and must
 // pair up in the same order on both sides, which 1F1B's order does not give without batching.
 #pragma once
@@ -73,8 +74,7 @@ class StageLink {
   int previous_stage() const { return static_cast<int>((stage_ + stages_ - 1) % stages_); }
   at::Tensor receive(int peer, int tag, at::IntArrayRef shape, const at::TensorOptions& options);
   void post_receive(int peer, int tag, at::IntArrayRef shape);  // fp32, taken by receive()
-  c10::Device p2p_device() const;  // where transferred tensors live (host memory for Gloo)
-  at::Tensor to_p2p(const at::Tensor& t) const;
+  at::Tensor to_p2p(const at::Tensor& t) const;  // in host memory (Gloo's send/recv)
 
   const ModelLayout& layout_;
   const Group* line_;  // the ranks along the stage axis with this rank's other coordinates

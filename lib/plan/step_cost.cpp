@@ -1,8 +1,9 @@
 // The cost model's terms, per pipeline stage (see step_cost.h). B global rows, T positions,
 // C = n_embd; per device: b rows of a microbatch (T / cp of their positions under context
 // parallelism), and the heads / MLP / vocab shares of the tensor-parallel axis. Matmul FLOPs per
-// token of one block, forward: c_attn 6C^2 and c_proj 2C^2 over the heads' share, the MLP's
-// 16C^2 over its share, the attention core 4TC (QK^T and PV, computed whole: the kernel does not
+// token of one block, forward: 2 x each dense weight's size over its tensor-parallel share (GPT-2:
+// c_attn 6C^2 and c_proj 2C^2 over the heads' share, the MLP's 16C^2 over its share; llama: q, k,
+// v, o, gate, up, down alike), the attention core 4TC (QK^T and PV, computed whole: the kernel does not
 // skip the masked half); the head 2CV. Backward is twice the forward; remat full replays the
 // blocks' forward, selective the attention core.
 #include "plan/step_cost.h"
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "model/params.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -47,9 +49,26 @@ struct StageShape {
   double tokens = 0;  // one microbatch's tokens on one device
   int64_t tp_heads = 1, tp_mlp = 1, tp_vocab = 1;
   double vocab = 0, C = 0, T = 0;
+  double block_dense = 0;  // matmul FLOPs per token of one block's dense layers on one device, forward
   int64_t cp = 1;
   bool ring = false;  // ring attention: only the visible blocks, (2cp + 1) of 4cp, are computed
 };
+
+// The tensor-parallel share of `logical`'s dim of a weight.
+int64_t tp_share(const ModelLayout& layout, const ParamInfo& info, const std::string& logical) {
+  const ParamLayout& p = layout.param(info.name);
+  for (size_t d = 0; d < info.logical.size(); ++d)
+    if (info.logical[d] == logical) return layout.mesh.axes_size(p.tp_axes[d]);
+  return 1;
+}
+
+// The mesh axes the MLP's hidden dim is split over: the blocks' tensor parallelism.
+std::vector<std::string> mlp_tp_axes(const ModelLayout& layout) {
+  const std::vector<ParamInfo> table = param_table(layout.model, layout.padded_vocab);
+  const ParamInfo& fc = *block_weights(table).mlp_in.front();
+  const size_t dim = static_cast<size_t>(std::find(fc.logical.begin(), fc.logical.end(), "mlp") - fc.logical.begin());
+  return layout.param(fc.name).tp_axes[dim];
+}
 
 StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t stage) {
   const auto& m = config.model;
@@ -63,9 +82,18 @@ StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t 
   // Context parallelism: T / cp of each row's positions (their queries still attend over all T keys).
   s.tokens = static_cast<double>(config.data.batch_size / layout.dp_size() / config.train.microbatches * m.block_size /
                                  layout.cp_size());
-  s.tp_heads = layout.mesh.axes_size(layout.param("h.0.attn.c_attn.weight").tp_axes[2]);
-  s.tp_mlp = layout.mesh.axes_size(layout.param("h.0.mlp.c_fc.weight").tp_axes[1]);
-  s.tp_vocab = layout.mesh.axes_size(layout.param("wte").tp_axes[0]);
+  const std::vector<ParamInfo> table = param_table(m, layout.padded_vocab);
+  const BlockWeights w = block_weights(table);
+  s.tp_heads = tp_share(layout, *w.attention_in.front(), "heads");
+  s.tp_mlp = tp_share(layout, *w.mlp_in.front(), "mlp");
+  s.tp_vocab = layout.mesh.axes_size(layout.param(head_table(m)).tp_axes[0]);
+  for (const ParamInfo* info : w.all()) {
+    const ParamLayout& p = layout.param(info->name);
+    int64_t share = 1;
+    for (const auto& axes : p.tp_axes) share *= layout.mesh.axes_size(axes);
+    const int64_t numel = std::accumulate(info->shape.begin(), info->shape.end(), int64_t{1}, std::multiplies<>());
+    s.block_dense += 2 * static_cast<double>(numel) / static_cast<double>(share);
+  }
   s.vocab = static_cast<double>(layout.padded_vocab), s.C = static_cast<double>(m.n_embd);
   s.T = static_cast<double>(m.block_size);
   s.cp = layout.cp_size();
@@ -81,16 +109,14 @@ struct MicrobatchFlops {
 };
 
 MicrobatchFlops microbatch_flops(const StageShape& s, Remat remat) {
-  const double attn_dense = 8 * s.C * s.C / static_cast<double>(s.tp_heads);
   const double attn_core = 4 * s.T * s.C / static_cast<double>(s.tp_heads);
-  const double mlp = 16 * s.C * s.C / static_cast<double>(s.tp_mlp);
   // Ring attention computes the visible (chunk x chunk) blocks only, and its backward replays
   // their scores: 5 block products for the forward's 2, where autograd's backward takes 4.
   const double visible = s.ring ? static_cast<double>(2 * s.cp + 1) / static_cast<double>(4 * s.cp) : 1.0;
   const double core_passes = s.ring ? 3.5 : 3;
   const double layers = static_cast<double>(s.layers);
   const double head = s.last ? s.tokens * 2 * s.C * s.vocab / static_cast<double>(s.tp_vocab) : 0;
-  const double dense = s.tokens * (attn_dense + mlp), core = s.tokens * attn_core * visible;
+  const double dense = s.tokens * s.block_dense, core = s.tokens * attn_core * visible;
   MicrobatchFlops f{3 * (layers * dense + head), core_passes * layers * core};
   if (remat == Remat::kFull) f.dense += layers * dense, f.core += layers * core;
   if (remat == Remat::kSelective) f.core += layers * core;
@@ -102,7 +128,7 @@ MicrobatchFlops microbatch_flops(const StageShape& s, Remat remat) {
 // more); a replayed forward repeats its two; the vocab-parallel embedding's and the head's input
 // all-reduces, and the loss's three (b, T) reductions.
 double tensor_parallel_s(const Config& config, const ModelLayout& layout, const StageShape& s, const MachineRates& r) {
-  const auto& axes = layout.param("h.0.mlp.c_fc.weight").tp_axes[1];
+  const std::vector<std::string> axes = mlp_tp_axes(layout);
   const int64_t n = layout.mesh.axes_size(axes);
   if (n == 1) return 0;
   const LinkRate link = r.link(axes, n);
@@ -188,7 +214,9 @@ void step_collectives(const Config& config, const ModelLayout& layout, int64_t r
         buckets * link.latency_s + ring_all_reduce(link, bytes, n) - link.latency_s;
   }
   const auto& pipeline = layout.pipeline;
-  if (pipeline.stages() > 1 && (layout.stage_of(rank) == 0 || layout.stage_of(rank) == pipeline.stages() - 1)) {
+  // A tied head's wte is on the first and the last stage: its two gradients are summed.
+  const bool tied = layout.model.tie_embeddings;
+  if (tied && pipeline.stages() > 1 && (layout.stage_of(rank) == 0 || layout.stage_of(rank) == pipeline.stages() - 1)) {
     const double wte = kFloatBytes * static_cast<double>(layout.param("wte").sharding.shard_numel());
     cost.comm_s[fmt::format("tied wte all-reduce ({})", pipeline.axis)] += ring_all_reduce(r.link({pipeline.axis}, 2), wte, 2);
   }
@@ -219,7 +247,7 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   const double per_microbatch = compute + traffic + tp + fsdp + p2p + cp;
   cost.compute_s = M * compute;
   cost.memory_s = M * traffic + kAdamWPasses * static_cast<double>(memory.params) / r.memory_bytes_per_s;
-  const std::string model_axes = fmt::format("{}", fmt::join(layout.param("h.0.mlp.c_fc.weight").tp_axes[1], "x"));
+  const std::string model_axes = fmt::format("{}", fmt::join(mlp_tp_axes(layout), "x"));
   if (tp > 0) cost.comm_s[fmt::format("TP {} ({})", layout.seq_axes.empty() ? "all-reduce" : "gather/scatter", model_axes)] = M * tp;
   if (fsdp > 0) cost.comm_s["FSDP gather/scatter"] = M * fsdp;
   if (cp > 0)

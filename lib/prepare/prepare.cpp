@@ -136,7 +136,7 @@ DatasetMeta prepare(const PrepareOptions& options) {
     progress.start_pass(2);
   }
   auto sink = make_token_sink(sink_options(options));
-  encode_corpus(options, files, progress, -1, make_encoder, *sink, meta);
+  encode_corpus(options, files, progress, {}, make_encoder, *sink, meta);
   sink->finish(meta);
   write_meta_file(meta, options.out_dir);
   return meta;

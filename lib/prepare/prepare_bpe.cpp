@@ -75,13 +75,20 @@ DatasetMeta prepare_bpe(const PrepareOptions& options, const std::vector<std::st
              "the tokenizer has {} ids, more than uint16 tokens hold (train.bin stores uint16)",
              meta.vocab_size);
 
+  // vocab.json + merges.txt hold GPT-2's rules only; any other tokenizer came from a
+  // tokenizer.json (vocab.json + merges.txt always give GPT-2's), which is kept as it is.
+  const bool gpt2_files = meta.bpe->gpt2_rules();
+  if (!gpt2_files) meta.tokenizer_json = "tokenizer.json";
   // The tokenizer's files are composed while the workers encode, off the serial path.
-  auto texts = std::async(std::launch::async, tokenizer_file_texts, std::cref(*meta.bpe));
+  std::future<TokenizerFileTexts> texts;
+  if (gpt2_files) texts = std::async(std::launch::async, tokenizer_file_texts, std::cref(*meta.bpe));
   auto sink = make_token_sink(sink_options(options));
   progress.start_pass(trained ? 2 : 1);
-  encode_corpus(options, files, progress, meta.bpe->eot_id(), bpe_encoder(meta.bpe), *sink, meta);
+  encode_corpus(options, files, progress, {meta.bpe->eot_id(), meta.bpe->rules().eot_starts_documents},
+                bpe_encoder(meta.bpe), *sink, meta);
   sink->finish(meta);
-  write_tokenizer_files(texts.get(), options.out_dir);
+  if (gpt2_files) write_tokenizer_files(texts.get(), options.out_dir);
+  else copy_tokenizer_json(options.tokenizer_dir + "/tokenizer.json", options.out_dir + "/" + meta.tokenizer_json);
   write_meta_file(meta, options.out_dir);
   return meta;
 }

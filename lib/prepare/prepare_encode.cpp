@@ -20,11 +20,12 @@ TokenSinkOptions sink_options(const PrepareOptions& options) {
 }
 
 void encode_corpus(const PrepareOptions& options, const std::vector<std::string>& files,
-                   Progress& progress, int32_t eot_id,
+                   Progress& progress, DocumentSeparator separator,
                    const std::function<SegmentEncoder()>& make_encoder, TokenSink& sink,
                    DatasetMeta& meta) {
   const DocumentOptions doc_options{options.json_key, options.skip_bad_lines};
   auto make_job = [&]() -> std::function<EncodedBatch(InputBatch&)> {
+    const int32_t eot_id = separator.id;
     return [&files, doc_options, eot_id, encode = make_encoder()](InputBatch& batch) {
       BatchDocuments docs = split_documents(batch, files, doc_options);
       EncodedBatch out;
@@ -44,7 +45,7 @@ void encode_corpus(const PrepareOptions& options, const std::vector<std::string>
   int64_t written = 0;
   auto consume = [&](EncodedBatch& batch, PassTotals& totals) {
     // <|endoftext|> goes between documents: none before the first.
-    const size_t skip = batch.leading_eot && written == 0 ? 1 : 0;
+    const size_t skip = batch.leading_eot && written == 0 && !separator.before_first ? 1 : 0;
     sink.write(batch.tokens.data() + skip, batch.tokens.size() - skip);
     written += static_cast<int64_t>(batch.tokens.size() - skip);
     for (const auto& [starts, valid] : batch.segments) tally.add(starts, valid);

@@ -1,5 +1,6 @@
 // prepare's encoding pass: every document of the corpus encoded on the workers, the tokens written
-// to a TokenSink in the input's order, <|endoftext|> between documents when the vocabulary has it.
+// to a TokenSink in the input's order, <|endoftext|> between documents when the vocabulary has it
+// (or a tokenizer.json's start-of-text token before each).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -19,9 +20,16 @@ namespace spmd {
 using SegmentEncoder =
     std::function<void(const DocumentSegment&, const InputBatch&, std::vector<uint16_t>&)>;
 
-// eot_id < 0: documents are concatenated as they are. Sets meta's document counts.
+// The token between documents: none (id < 0: documents are concatenated as they are),
+// <|endoftext|> between them, or a start-of-text token before each, the first included.
+struct DocumentSeparator {
+  int32_t id = -1;
+  bool before_first = false;
+};
+
+// Sets meta's document counts.
 void encode_corpus(const PrepareOptions& options, const std::vector<std::string>& files,
-                   Progress& progress, int32_t eot_id,
+                   Progress& progress, DocumentSeparator separator,
                    const std::function<SegmentEncoder()>& make_encoder, TokenSink& sink,
                    DatasetMeta& meta);
 

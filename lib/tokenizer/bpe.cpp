@@ -18,8 +18,8 @@ bool is_concatenation(std::string_view whole, std::string_view left, std::string
 }  // namespace
 
 BpeTokenizer::BpeTokenizer(std::vector<BpeToken> tokens, std::vector<BpeMerge> merges,
-                           int32_t eot_id, const std::string& origin)
-    : tokens_(std::move(tokens)), merges_(std::move(merges)), eot_id_(eot_id) {
+                           int32_t eot_id, const std::string& origin, BpeTextRules rules)
+    : tokens_(std::move(tokens)), merges_(std::move(merges)), eot_id_(eot_id), text_rules_(std::move(rules)) {
   const auto n = static_cast<int32_t>(tokens_.size());
   SPMD_CHECK(eot_id_ >= 0 && eot_id_ < n && tokens_[eot_id_].special,
              "{}: no special {} token", origin, kEndOfText);
@@ -41,6 +41,35 @@ BpeTokenizer::BpeTokenizer(std::vector<BpeToken> tokens, std::vector<BpeMerge> m
                "{}: merge {} does not produce the concatenation of its parts", origin, rank + 1);
     rules_.emplace(pair_key(m.left, m.right), Rule{static_cast<int32_t>(rank), m.result});
   }
+  for (const int32_t id : text_rules_.added_in_text) {
+    SPMD_ASSERT(id >= 0 && id < n, "added token id {} outside the vocabulary", id);
+    SPMD_CHECK(!tokens_[id].bytes.empty(), "{}: added token {} is empty", origin, id);
+    added_longest_first_.push_back(id);
+    added_first_byte_[static_cast<unsigned char>(tokens_[id].bytes[0])] = true;
+  }
+  std::stable_sort(added_longest_first_.begin(), added_longest_first_.end(), [&](int32_t a, int32_t b) {
+    return tokens_[a].bytes.size() > tokens_[b].bytes.size();
+  });
+  if (text_rules_.ignore_merges)
+    for (int32_t id = 0; id < n; ++id)
+      if (!tokens_[id].special) word_id_.emplace(tokens_[id].bytes, id);
+}
+
+bool BpeTokenizer::gpt2_rules() const {
+  return text_rules_.pattern->is_gpt2() && text_rules_.added_in_text.empty() && !text_rules_.ignore_merges &&
+         !text_rules_.eot_starts_documents && tokens_[eot_id_].bytes == kEndOfText;
+}
+
+BpeTokenizer::AddedMatch BpeTokenizer::next_added(std::string_view text, size_t from) const {
+  if (added_longest_first_.empty()) return {};
+  for (size_t p = from; p < text.size(); ++p) {
+    if (!added_first_byte_[static_cast<unsigned char>(text[p])]) continue;
+    for (const int32_t id : added_longest_first_) {
+      const std::string& bytes = tokens_[id].bytes;
+      if (text.compare(p, bytes.size(), bytes) == 0) return {p, bytes.size(), id};
+    }
+  }
+  return {};
 }
 
 // Merges by rank with a heap of candidate pairs: O(L log L) per word, so a megabyte-long word
@@ -48,6 +77,10 @@ BpeTokenizer::BpeTokenizer(std::vector<BpeToken> tokens, std::vector<BpeMerge> m
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   const auto n = static_cast<int32_t>(word.size());
   if (n == 0) return;
+  if (text_rules_.ignore_merges) {
+    auto it = word_id_.find(std::string(word));
+    if (it != word_id_.end()) return out.push_back(it->second);
+  }
   struct Symbol {
     int32_t id, next;  // next = index of the following live symbol, -1 at the end
   };
@@ -87,11 +120,17 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
 }
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
-  Pretokenizer pretokenizer;
+  Pretokenizer pretokenizer(text_rules_.pattern);
   std::vector<std::string_view> words;
-  pretokenizer.split(text, words);
   std::vector<int32_t> ids;
-  for (std::string_view w : words) encode_word(w, ids);
+  split_added(
+      text,
+      [&](std::string_view piece) {
+        words.clear();
+        pretokenizer.split(piece, words);
+        for (std::string_view w : words) encode_word(w, ids);
+      },
+      [&](int32_t id) { ids.push_back(id); });
   return ids;
 }
 
@@ -106,7 +145,7 @@ std::string BpeTokenizer::decode(const std::vector<int64_t>& ids) const {
 }
 
 BpeEncoder::BpeEncoder(const BpeTokenizer& tokenizer)
-    : tokenizer_(tokenizer), cache_(std::make_unique<WordCache>()) {}
+    : tokenizer_(tokenizer), pretokenizer_(tokenizer.rules().pattern), cache_(std::make_unique<WordCache>()) {}
 
 const BpeEncoder::Ids& BpeEncoder::cached(std::string_view word) {
   auto it = cache_->ids_of.find(word);
@@ -124,12 +163,17 @@ const BpeEncoder::Ids& BpeEncoder::cached(std::string_view word) {
 }
 
 void BpeEncoder::encode(std::string_view text, std::vector<int32_t>& out) {
-  words_.clear();
-  pretokenizer_.split(text, words_);
-  for (std::string_view w : words_) {
-    const Ids& ids = cached(w);
-    out.insert(out.end(), ids.data, ids.data + ids.size);
-  }
+  tokenizer_.split_added(
+      text,
+      [&](std::string_view piece) {
+        words_.clear();
+        pretokenizer_.split(piece, words_);
+        for (std::string_view w : words_) {
+          const Ids& ids = cached(w);
+          out.insert(out.end(), ids.data, ids.data + ids.size);
+        }
+      },
+      [&](int32_t id) { out.push_back(id); });
 }
 
 }  // namespace spmd

@@ -194,24 +194,153 @@ BpeTokenizer read_vocab_and_merges(const std::string& vocab_path, const std::str
   return BpeTokenizer(std::move(v.tokens), std::move(merges), eot, vocab_path);
 }
 
+namespace {
+
+// A tokenizer.json field we cannot follow: the file, the field and what it says.
+[[noreturn]] void unsupported(const std::string& path, const std::string& field, const Json& value,
+                              const std::string& supported) {
+  throw UsageError(fmt::format("{}: {} is {}; spmd-prepare supports {}", path, field,
+                               value.dump(-1, ' ', false, Json::error_handler_t::replace), supported));
+}
+
+void require(bool ok, const std::string& path, const std::string& field, const Json& value,
+             const std::string& supported) {
+  if (!ok) unsupported(path, field, value, supported);
+}
+
+// A ByteLevel pre-tokenizer: GPT-2's pattern when use_regex, none after a Split.
+void check_byte_level(const Json& p, const std::string& path, const std::string& field, bool use_regex) {
+  require(!p.value("add_prefix_space", false), path, field + ".add_prefix_space", p.value("add_prefix_space", Json()),
+          "false");
+  require(p.value("use_regex", true) == use_regex, path, field + ".use_regex", p.value("use_regex", Json()),
+          use_regex ? "true (GPT-2's pattern)" : "false after a Split (Llama 3's)");
+}
+
+// The split pattern of pre_tokenizer: ByteLevel alone (GPT-2's) or Sequence [Split (Regex,
+// Isolated), ByteLevel without its regex] (Llama 3's).
+std::shared_ptr<const SplitPattern> split_pattern_of(const Json& j, const std::string& path) {
+  const Json pre = j.value("pre_tokenizer", Json());
+  const std::string supported = "ByteLevel, or a Sequence of a Split and a ByteLevel (Llama 3's)";
+  require(pre.is_object(), path, "pre_tokenizer", pre, supported);
+  const std::string type = pre.value("type", "");
+  if (type == "ByteLevel") {
+    check_byte_level(pre, path, "pre_tokenizer", true);
+    return SplitPattern::gpt2();
+  }
+  require(type == "Sequence", path, "pre_tokenizer.type", pre.value("type", Json()), supported);
+  const Json list = pre.value("pretokenizers", Json());
+  require(list.is_array() && list.size() == 2 && list[0].value("type", "") == "Split" &&
+              list[1].value("type", "") == "ByteLevel",
+          path, "pre_tokenizer.pretokenizers", list, "[Split, ByteLevel]");
+  const Json& split = list[0];
+  const std::string field = "pre_tokenizer.pretokenizers[0]";
+  check_byte_level(list[1], path, "pre_tokenizer.pretokenizers[1]", false);
+  require(split.value("behavior", "") == "Isolated", path, field + ".behavior", split.value("behavior", Json()),
+          "\"Isolated\"");
+  require(!split.value("invert", false), path, field + ".invert", split.value("invert", Json()), "false");
+  const Json pattern = split.value("pattern", Json());
+  require(pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string(), path,
+          field + ".pattern", pattern, "{\"Regex\": ...}");
+  return SplitPattern::compile(pattern["Regex"].get<std::string>(), path + ": " + field + ".pattern.Regex");
+}
+
+// The fields around the model and pre-tokenizer that change ids or text, checked to be neutral.
+void check_neutral_fields(const Json& j, const Json& model, const std::string& path) {
+  for (const char* key : {"normalizer", "truncation", "padding"})
+    require(j.value(key, Json()).is_null(), path, key, j.value(key, Json()), "null");
+  const Json decoder = j.value("decoder", Json());
+  require(decoder.is_null() || decoder.value("type", "") == "ByteLevel", path, "decoder", decoder,
+          "ByteLevel or null");
+  require(model.value("type", "BPE") == "BPE", path, "model.type", model.value("type", Json()), "\"BPE\"");
+  require(model.value("dropout", Json()).is_null(), path, "model.dropout", model.value("dropout", Json()), "null");
+  require(!model.value("byte_fallback", false), path, "model.byte_fallback", model.value("byte_fallback", Json()),
+          "false (byte-level BPE needs no fallback)");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const Json v = model.value(key, Json());
+    require(v.is_null() || v == "", path, std::string("model.") + key, v, "null");
+  }
+}
+
+// added_tokens: [{id, content, special, lstrip, rstrip, single_word, normalized}]. Tokens not in
+// model.vocab join the vocabulary at their ids; all are found in text by their content.
+VocabEntries added_entries(const Json& j, const Json& model_vocab, const std::string& path,
+                           std::vector<std::pair<std::string, bool>>& contents) {
+  VocabEntries extra;
+  const Json list = j.value("added_tokens", Json::array());
+  require(list.is_array(), path, "added_tokens", list, "a list");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Json& t = list[i];
+    const std::string field = fmt::format("added_tokens[{}]", i);
+    require(t.is_object() && t.contains("id") && t["id"].is_number_integer() && t.contains("content") &&
+                t["content"].is_string(),
+            path, field, t, "{\"id\": integer, \"content\": string, ...}");
+    for (const char* flag : {"lstrip", "rstrip", "single_word"})
+      require(!t.value(flag, false), path, field + "." + flag, t.value(flag, Json()), "false");
+    const std::string content = t["content"].get<std::string>();
+    const int64_t id = t["id"].get<int64_t>();
+    if (model_vocab.contains(content)) {
+      SPMD_CHECK(model_vocab[content] == id, "{}: {} has id {} but model.vocab gives {} id {}", path, field, id,
+                 json_quoted(content), model_vocab[content].dump());
+    } else {
+      extra.emplace_back(content, id);
+    }
+    contents.emplace_back(content, t.value("special", false));
+  }
+  return extra;
+}
+
+// The start-of-text token tokenizers puts before every sequence (post_processor's template, as
+// Llama 3's <|begin_of_text|>), or "" when it adds none.
+std::string start_token_of(const Json& j, const std::string& path) {
+  const Json post = j.value("post_processor", Json());
+  std::vector<std::pair<std::string, Json>> steps;  // (field, processor)
+  if (post.is_object() && post.value("type", "") == "Sequence") {
+    const Json list = post.value("processors", Json());
+    require(list.is_array(), path, "post_processor.processors", list, "a list");
+    for (size_t i = 0; i < list.size(); ++i) steps.emplace_back(fmt::format("post_processor.processors[{}]", i), list[i]);
+  } else if (!post.is_null()) {
+    steps.emplace_back("post_processor", post);
+  }
+  std::string start;
+  for (const auto& [field, p] : steps) {
+    const std::string type = p.value("type", "");
+    if (type == "ByteLevel") continue;  // offsets only
+    require(type == "TemplateProcessing", path, field + ".type", p.value("type", Json()),
+            "ByteLevel, TemplateProcessing or a Sequence of them");
+    const Json single = p.value("single", Json());
+    const bool bare = single.is_array() && single.size() == 1 && single[0].contains("Sequence");
+    const bool prefixed = single.is_array() && single.size() == 2 && single[0].contains("SpecialToken") &&
+                          single[1].contains("Sequence");
+    require(bare || prefixed, path, field + ".single", single,
+            "\"$A\" or one special token before it (\"<|begin_of_text|> $A\")");
+    if (prefixed) start = single[0]["SpecialToken"].value("id", "");
+  }
+  return start;
+}
+
+}  // namespace
+
 BpeTokenizer read_tokenizer_json(const std::string& path) {
   const Json j = parse_json_file(path);
   try {
     const Json& model = j.at("model");
-    SPMD_CHECK(model.value("type", "BPE") == "BPE", "{}: model.type is {}, not BPE", path,
-               model.value("type", ""));
-    SPMD_CHECK(!model.value("ignore_merges", false) && model.value("dropout", Json()).is_null(),
-               "{}: ignore_merges and dropout are not supported (GPT-2 uses neither)", path);
-    SPMD_CHECK(j.value("normalizer", Json()).is_null(),
-               "{}: has a normalizer; GPT-2's byte-level BPE uses none", path);
-    const Json pre = j.value("pre_tokenizer", Json());
-    SPMD_CHECK(pre.is_object() && pre.value("type", "") == "ByteLevel" &&
-                   !pre.value("add_prefix_space", false) && pre.value("use_regex", true),
-               "{}: pre_tokenizer must be ByteLevel (add_prefix_space false, use_regex true), "
-               "as GPT-2's",
-               path);
+    check_neutral_fields(j, model, path);
+    BpeTextRules rules;
+    rules.pattern = split_pattern_of(j, path);
+    rules.ignore_merges = model.value("ignore_merges", false);
     const std::string origin = path + ": model.vocab";
-    Vocab v = vocab_from_entries(vocab_entries_of(model.at("vocab"), origin), origin);
+    const Json& model_vocab = model.at("vocab");
+    VocabEntries entries = vocab_entries_of(model_vocab, origin);
+    std::vector<std::pair<std::string, bool>> added;  // content, special
+    for (auto& entry : added_entries(j, model_vocab, path, added)) entries.push_back(std::move(entry));
+    Vocab v = vocab_from_entries(std::move(entries), origin);
+    for (const auto& [content, special] : added) {
+      const int32_t id = v.id_of.at(content);
+      // A special token, or one outside the byte-level vocabulary, decodes to its own text (as
+      // tokenizers' decode gives it); a plain one of model.vocab stays a BPE token.
+      if (special || v.tokens[id].bytes != content) v.tokens[id] = {content, true};
+      rules.added_in_text.push_back(id);
+    }
     std::vector<BpeMerge> merges;
     const Json& list = model.at("merges");
     SPMD_CHECK(list.is_array(), "{}: model.merges must be a list", path);
@@ -226,8 +355,18 @@ BpeTokenizer read_tokenizer_json(const std::string& path) {
         merges.push_back(merge_of(v, m[0].get<std::string>(), m[1].get<std::string>(), where));
       }
     }
-    const int32_t eot = ensure_eot(v);
-    return BpeTokenizer(std::move(v.tokens), std::move(merges), eot, path);
+    const std::string start = start_token_of(j, path);
+    int32_t eot = -1;
+    if (start.empty()) {
+      eot = ensure_eot(v);
+    } else {
+      auto it = v.id_of.find(start);
+      SPMD_CHECK(it != v.id_of.end() && v.tokens[it->second].special,
+                 "{}: post_processor's start token {} is not one of added_tokens", path, json_quoted(start));
+      eot = it->second;
+      rules.eot_starts_documents = true;
+    }
+    return BpeTokenizer(std::move(v.tokens), std::move(merges), eot, path, std::move(rules));
   } catch (const Json::exception& e) {
     throw UsageError(fmt::format("{}: malformed tokenizer.json: {}", path, e.what()));
   }
@@ -310,6 +449,16 @@ TokenizerFileTexts tokenizer_file_texts(const BpeTokenizer& tokenizer) {
 void write_tokenizer_files(const TokenizerFileTexts& texts, const std::string& dir) {
   write_file_atomically(dir + "/vocab.json", texts.vocab_json);
   write_file_atomically(dir + "/merges.txt", texts.merges_txt);
+}
+
+void copy_tokenizer_json(const std::string& from, const std::string& to) {
+  std::string text;
+  try {
+    text = read_file(from);
+  } catch (const UsageError& e) {
+    throw RuntimeError(e.what());
+  }
+  write_file_atomically(to, text);
 }
 
 void write_vocab_and_merges(const BpeTokenizer& tokenizer, const std::string& dir) {

@@ -1,4 +1,4 @@
-// PCRE2 matching of GPT-2's pre-tokenization pattern (see pretokenize.h).
+// PCRE2 matching of a split pattern over text (see pretokenize.h).
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer/pretokenize.h"
 
@@ -9,38 +9,6 @@
 #include "util/error.h"
 
 namespace spmd {
-namespace {
-
-// GPT-2's pattern with \s spelled out as Unicode's White_Space property (tab..CR, NEL, the Z
-// category), which is what Hugging Face tokenizers' regex engine means by \s; PCRE2's UCP \s
-// would also take U+180E, which tokenizers treats as punctuation.
-#define SPMD_WS "\\t-\\r\\x{85}\\p{Z}"
-constexpr const char* kPattern =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" SPMD_WS "\\p{L}\\p{N}]+"
-    "|[" SPMD_WS "]+(?![^" SPMD_WS "])|[" SPMD_WS "]+";
-#undef SPMD_WS
-
-// The compiled pattern, shared read-only by all instances (PCRE2 code is thread-safe to match).
-const pcre2_code* compiled_pattern() {
-  static pcre2_code* code = [] {
-    int err = 0;
-    PCRE2_SIZE offset = 0;
-    pcre2_code* c = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
-                                  PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset,
-                                  nullptr);
-    if (c == nullptr) {
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(err, msg, sizeof msg);
-      throw RuntimeError(fmt::format("PCRE2 cannot compile GPT-2's pattern at offset {}: {}",
-                                     offset, reinterpret_cast<const char*>(msg)));
-    }
-    pcre2_jit_compile(c, PCRE2_JIT_COMPLETE);  // without JIT support the interpreter runs it
-    return c;
-  }();
-  return code;
-}
-
-}  // namespace
 
 struct Pretokenizer::State {
   pcre2_match_data* match = nullptr;
@@ -53,8 +21,9 @@ struct Pretokenizer::State {
   }
 };
 
-Pretokenizer::Pretokenizer() : state_(std::make_unique<State>()) {
-  const pcre2_code* code = compiled_pattern();
+Pretokenizer::Pretokenizer(std::shared_ptr<const SplitPattern> pattern)
+    : pattern_(std::move(pattern)), state_(std::make_unique<State>()) {
+  const pcre2_code* code = pattern_->code();
   state_->match = pcre2_match_data_create_from_pattern(code, nullptr);
   state_->context = pcre2_match_context_create(nullptr);
   // Long whitespace or letter runs need more than the default 32 KiB JIT stack.
@@ -67,11 +36,12 @@ Pretokenizer::Pretokenizer() : state_(std::make_unique<State>()) {
 Pretokenizer::~Pretokenizer() = default;
 
 void Pretokenizer::split(std::string_view text, std::vector<std::string_view>& words) {
-  const pcre2_code* code = compiled_pattern();
+  const pcre2_code* code = pattern_->code();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos < text.size()) {
-    int rc = pcre2_match(code, subject, text.size(), pos, 0, state_->match, state_->context);
+    // NOTEMPTY: a file's pattern may match the empty string somewhere; words are never empty.
+    int rc = pcre2_match(code, subject, text.size(), pos, PCRE2_NOTEMPTY, state_->match, state_->context);
     if (rc == PCRE2_ERROR_NOMATCH) {
       words.push_back(text.substr(pos));  // trailing invalid UTF-8
       return;

@@ -39,14 +39,14 @@ at::Tensor chunk_forward(TrainState& s, ModelOps& ops, const at::Tensor& ids, in
   const at::Tensor starts = s.document_eot >= 0 ? document_starts(ids, s.document_eot) : at::Tensor();
   at::Tensor x;
   if (link.embeds(chunk)) {
-    x = s.gpt->embed(ids, ops, training, 0, starts);
+    x = s.net->embed(ids, ops, training, 0, starts);
   } else {
     received = link.receive_activation(m, chunk, link.activation_shape(ids.size(0), ids.size(1)),
                                        at::TensorOptions().dtype(at::kFloat).device(ids.device()));
     if (training) received.requires_grad_(true);
     x = received;
   }
-  return s.gpt->blocks(x, link.layer_begin(chunk), link.layer_end(chunk), ops, training, starts);
+  return s.net->blocks(x, link.layer_begin(chunk), link.layer_end(chunk), ops, training, starts);
 }
 
 // A microbatch between its forward and its backward on one chunk of this stage.
@@ -103,7 +103,7 @@ class StepPasses {
                                           Microbatch{m, microbatches_}, s_.config.runtime.remat);
     const at::Tensor x = chunk_forward(s_, *f.ops, inputs_.narrow(0, m * rows_, rows_), m, chunk, true, f.input);
     if (link_.ends(chunk)) {
-      f.output = s_.gpt->head_loss(x, targets_.narrow(0, m * rows_, rows_), *f.ops);
+      f.output = s_.net->head_loss(x, targets_.narrow(0, m * rows_, rows_), *f.ops);
       if (test_hooks().nan_loss_at_step == s_.step) f.output = f.output * NAN;
       loss_sum_ += f.output.detach().to(at::kDouble);
     } else {
@@ -182,12 +182,12 @@ at::Tensor forward_passes(TrainState& s, const at::Tensor& inputs, at::IntArrayR
 
 at::Tensor evaluate_passes(TrainState& s, const at::Tensor& inputs, const at::Tensor& targets) {
   return forward_passes(s, inputs, {}, at::kDouble,
-                        [&](const at::Tensor& x, ParallelOps& ops) { return s.gpt->head_loss(x, targets, ops); });
+                        [&](const at::Tensor& x, ParallelOps& ops) { return s.net->head_loss(x, targets, ops); });
 }
 
 at::Tensor row_losses_passes(TrainState& s, const at::Tensor& inputs, const at::Tensor& targets) {
   return forward_passes(s, inputs, {inputs.size(0)}, at::kFloat,
-                        [&](const at::Tensor& x, ParallelOps& ops) { return s.gpt->head_row_losses(x, targets, ops); });
+                        [&](const at::Tensor& x, ParallelOps& ops) { return s.net->head_row_losses(x, targets, ops); });
 }
 
 }  // namespace spmd

@@ -116,7 +116,7 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   s.stage_link = std::make_unique<StageLink>(s.model->layout(), *s.comm);
   s.grad_sync = std::make_unique<GradientSync>(
       *s.model, static_cast<int64_t>(config.runtime.grad_bucket_mb * 1024 * 1024));
-  s.gpt = std::make_unique<Gpt2>(config.model);
+  s.net = make_model(config.model);
   std::vector<bool> decay;
   for (const auto& p : s.model->layout().params) decay.push_back(p.info.weight_decay);
   s.optimizer = std::make_unique<AdamW>(s.model->params(), decay, config.train);
@@ -131,16 +131,19 @@ StepResult train_step(TrainState& s) {
   const auto start = Clock::now();
   const int64_t collective_start = collective_time_ns();
   const double wait_start = s.stage_link->receive_wait_ms();
+  s.phases.begin(device);
 
   Batch batch = s.loader->next();
   at::Tensor inputs = to_tensor(batch.inputs, batch.rows, batch.seq, device);  // (rows, T)
   at::Tensor targets = to_tensor(batch.targets, batch.rows, batch.seq, device);
   result.timings.data_ms = ms_since(start);
+  s.phases.mark();
 
   // The microbatches' forward and backward passes on this rank's stage (plain gradient
   // accumulation without stages); only the last backward communicates (grad_sync).
   const at::Tensor loss_sum = run_step_passes(s, inputs, targets, result);
   const double microbatches = static_cast<double>(tc.microbatches);
+  s.phases.mark();
 
   auto phase = Clock::now();
   s.grad_sync->finish();
@@ -148,12 +151,14 @@ StepResult train_step(TrainState& s) {
   result.grad_norm = global_grad_norm(model);
   result.loss = global_mean(loss_sum / microbatches, model);
   result.timings.backward_ms += ms_since(phase);
+  s.phases.mark();
 
   phase = Clock::now();
   result.lr = learning_rate_at(tc, s.step);
   if (s.reads_every_step()) apply_update_read_now(s, result);
   else apply_update_on_device(s, result);
   result.timings.optimizer_ms = ms_since(phase);
+  s.phases.mark();
   result.timings.collective_ms = static_cast<double>(collective_time_ns() - collective_start) / 1e6;
   result.timings.pipeline_wait_ms = s.stage_link->receive_wait_ms() - wait_start;
   result.timings.total_ms = ms_since(start);
@@ -166,6 +171,7 @@ StepResult train_step_synchronized(TrainState& s) {
   StepResult result = train_step(s);
   synchronize(s.comm->device());  // the device's queued work is part of the step
   result.timings.total_ms = ms_since(start);
+  result.timings.device_phase_ms = s.phases.elapsed_ms();  // the device has passed every mark
   return result;
 }
 

@@ -10,11 +10,12 @@
 #include "config/config.h"
 #include "data/loader.h"
 #include "data/token_file.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "optim/adamw.h"
 #include "parallel/grad_sync.h"
 #include "parallel/sharded_model.h"
 #include "parallel/stage_link.h"
+#include "train/device_phases.h"
 
 namespace spmd {
 
@@ -24,7 +25,7 @@ struct TrainState {
   std::unique_ptr<ShardedModel> model;
   std::unique_ptr<StageLink> stage_link;    // this rank's pipeline stage (the only one without stages)
   std::unique_ptr<GradientSync> grad_sync;  // after model: its hooks go before the parameters
-  std::unique_ptr<Gpt2> gpt;
+  std::unique_ptr<Model> net;  // the family's forward (model.arch)
   std::unique_ptr<AdamW> optimizer;
   std::shared_ptr<const TokenDataset> val_data;  // null when eval is off or a blend has no data.val
   // A blend's per-source validation sets (data.sources[i].val), by name; empty when eval is off.
@@ -38,6 +39,7 @@ struct TrainState {
   at::Tensor healthy;          // bool: no non-finite step so far (train.skip_nonfinite: false)
   at::Tensor first_bad_step;   // int64: the first non-finite step, or -1
   at::Tensor skipped_steps;    // int64: non-finite steps skipped (train.skip_nonfinite: true)
+  DevicePhases phases;         // the last step's phase boundaries on the device's stream (CUDA)
 
   int rank() const { return comm->rank(); }
   // Numbers (loss, norm, health) are read on the host at every step: free on the CPU.
@@ -53,6 +55,9 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
 struct StepTimings {
   double data_ms = 0, forward_ms = 0, backward_ms = 0, collective_ms = 0, optimizer_ms = 0, total_ms = 0;
   double pipeline_wait_ms = 0;  // blocked receiving from neighbouring stages (the bubble)
+  // On CUDA, from events on the stream (train_step_synchronized only; empty elsewhere): the
+  // device's time for data, the forward and backward passes, gradient sync and norm, optimizer.
+  std::vector<double> device_phase_ms;
   // Each forward and backward pass in the stage's order: its wall time less its receive waits, and
   // its CPU time on this rank's thread (its compute alone, without another process's turn on a
   // shared core). bench_train replays a pipeline from them.
@@ -79,8 +84,8 @@ StepResult train_step(TrainState& state);
 
 // train_step timed to a synchronized end: on CUDA train_step only queues the device's work, so
 // its own total_ms is host time. This waits for the device and makes total_ms the whole step's
-// wall time (on the CPU the same step, timed the same way). Benchmarks time with it; training
-// never waits.
+// wall time (on the CPU the same step, timed the same way), and reads the phases' device times
+// (StepTimings::device_phase_ms, CUDA). Benchmarks time with it; training never waits.
 StepResult train_step_synchronized(TrainState& state);
 
 // Where numbers are read lazily: reads the device-side verdict of the steps since the last call

@@ -16,6 +16,7 @@
 
 #include "ckpt/checkpoint_restore.h"
 #include "hf/hf_import.h"
+#include "hf/name_map.h"
 #include "comm/backend.h"
 #include "data/dataset_tokenizer.h"
 #include "generate/generate.h"
@@ -114,7 +115,7 @@ void print_sample(TrainState& state, const DatasetMeta& tokenizer) {
   options.vocab_size = tokenizer.vocab_size;
   options.sampling.seed = static_cast<uint64_t>(state.config.train.seed + state.step);
   const std::vector<int64_t> prompt = prompt_tokens(tokenizer, "");
-  std::vector<int64_t> tokens = generate(*state.model, *state.gpt, prompt, options, nullptr);
+  std::vector<int64_t> tokens = generate(*state.model, *state.net, prompt, options, nullptr);
   tokens.erase(tokens.begin(), tokens.begin() + static_cast<int64_t>(prompt.size()));
   if (state.rank() == 0) fmt::print("sample after step {}:\n{}\n", state.step, decode(tokenizer, tokens));
 }
@@ -140,7 +141,8 @@ bool restore_or_initialize(TrainState& state, const Config& config, const TrainO
     fmt::print("--resume auto: no checkpoint in {} yet, starting from step 0\n", config.checkpoint.dir);
   if (!resuming && !config.train.init_from.empty()) {  // when resuming, the checkpoint wins
     load_hf_checkpoint(*state.model, config.train.init_from);
-    if (leader) fmt::print("initialized from Hugging Face GPT-2 checkpoint {}\n", config.train.init_from);
+    if (leader)
+      fmt::print("initialized from Hugging Face {} checkpoint {}\n", hf_map(config.model).family, config.train.init_from);
   }
   if (!test_hooks().dump_init_dir.empty()) dump_parameters(*state.model, test_hooks().dump_init_dir);
   if (resuming) {
@@ -157,9 +159,10 @@ nlohmann::json describe_run(const TrainState& state, const Config& config) {
   const int64_t state_bytes = state.model->local_param_bytes() * 2 + state.optimizer->state_bytes();
   const auto& mesh = state.model->layout().mesh;
   nlohmann::json summary{{"device", state.comm->device().str()},  {"backend", state.comm->runtime().backend},
+                         {"tf32", state.comm->runtime().tf32},
                          {"ranks", mesh.size()},                  {"data_parallel", state.dp_size()},
                          {"context_parallel", state.model->layout().cp_size()},
-                         {"params", gpt2_num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
+                         {"params", num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
                          {"gradient_buckets", state.grad_sync->num_buckets()},
                          {"blas", kernels::cpu::blas_description()},
                          {"pipeline_stages", state.model->layout().pipeline.stages()},
@@ -173,7 +176,7 @@ nlohmann::json describe_run(const TrainState& state, const Config& config) {
   fmt::print("spmd-train: mesh {} | {} ranks on {} over {} | data-parallel {} | {} params | params+grads+AdamW "
              "per rank {:.1f} MiB | {} gradient bucket(s)\n",
              mesh.describe(), mesh.size(), state.comm->device().str(), state.comm->runtime().backend, state.dp_size(),
-             gpt2_num_params(config.model), static_cast<double>(state_bytes) / (1 << 20),
+             num_params(config.model), static_cast<double>(state_bytes) / (1 << 20),
              state.grad_sync->num_buckets());
   print_pipeline(config, state.model->layout().pipeline);
   return summary;

@@ -847,7 +847,8 @@ TEST_CASE("data: mutated token files and shard directories through TokenDataset 
 }
 
 // A tokenizer's files come from a user or the internet: mutated vocab.json and merges.txt (bit flips,
-// cuts, duplicated and deleted ranges, wrong JSON types, invalid UTF-8, huge numbers) either load
+// cuts, duplicated and deleted ranges, wrong JSON types, invalid UTF-8, huge numbers) and
+// tokenizer.json (GPT-2's kind and Llama 3's, with its split pattern and added tokens) either load
 // or are a UsageError naming the file; never a crash, a sanitizer report or another exception.
 TEST_CASE("tokenizer: mutated vocab.json, merges.txt and tokenizer.json through the tokenizer readers") {
   spmd::BpeTrainer trainer;
@@ -856,9 +857,32 @@ TEST_CASE("tokenizer: mutated vocab.json, merges.txt and tokenizer.json through 
   nlohmann::json merges_list = nlohmann::json::array();
   for (const std::string& line : split_lines(seed.merges_txt))
     if (!line.empty() && line[0] != '#') merges_list.push_back(line);
-  const std::string seed_tokenizer_json =
-      nlohmann::json{{"model", {{"type", "BPE"}, {"vocab", nlohmann::json::parse(seed.vocab_json)}, {"merges", merges_list}}}}
-          .dump();
+  const nlohmann::json seed_vocab = nlohmann::json::parse(seed.vocab_json);
+  const nlohmann::json model = {{"type", "BPE"}, {"vocab", seed_vocab}, {"merges", merges_list}};
+  // GPT-2's kind, and Llama 3's: a Split pattern, added tokens after the vocabulary, a start token.
+  const std::string gpt2_tokenizer_json =
+      nlohmann::json{{"model", model}, {"pre_tokenizer", {{"type", "ByteLevel"}}}}.dump();
+  const nlohmann::json split = {{"type", "Split"},
+                                {"pattern", {{"Regex", "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
+                                                       "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+                                {"behavior", "Isolated"}};
+  const nlohmann::json single = nlohmann::json::array(
+      {{{"SpecialToken", {{"id", "<|begin_of_text|>"}}}}, {{"Sequence", {{"id", "A"}}}}});
+  nlohmann::json llama = {{"model", model}};
+  llama["model"]["ignore_merges"] = true;
+  llama["added_tokens"] = nlohmann::json::array(
+      {{{"id", seed_vocab.size()}, {"content", "<|begin_of_text|>"}, {"special", true}}});
+  llama["pre_tokenizer"] = {{"type", "Sequence"},
+                            {"pretokenizers", {split, {{"type", "ByteLevel"}, {"use_regex", false}}}}};
+  llama["post_processor"] = {{"type", "TemplateProcessing"}, {"single", single}};
+  const std::string llama_tokenizer_json = llama.dump();
+  {  // both seeds load: a mutant's failure is the mutation's
+    TempDir tmp;
+    for (const std::string* text : {&gpt2_tokenizer_json, &llama_tokenizer_json}) {
+      write_file(tmp.file("tokenizer.json"), *text);
+      CHECK(spmd::read_tokenizer_json(tmp.file("tokenizer.json")).encode("the cat").size() > 0);
+    }
+  }
   static const std::vector<std::string> kInserts = {"\"", "{", "}", "[", "]", ",", ":", "null", "-1",
                                                    "99999999999999999999", "1e400", "\xff\xfe", "\xc3", "\n",
                                                    "#version: 0.2\n", " ", "\"\\u0000\"", "\"\\ud800\""};
@@ -883,7 +907,7 @@ TEST_CASE("tokenizer: mutated vocab.json, merges.txt and tokenizer.json through 
     // Every third case: the same edits to one tokenizer.json holding both.
     const bool one_file = i % 3 == 2;
     if (one_file) {
-      std::string joined = seed_tokenizer_json;
+      std::string joined = (i / 3) % 2 ? llama_tokenizer_json : gpt2_tokenizer_json;
       for (int edits = 1 + static_cast<int>(rng.below(3)); edits > 0; --edits) {
         const size_t at = rng.below(joined.size());
         if (rng.percent(50)) joined.insert(at, rng.pick(kInserts));

@@ -17,9 +17,12 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 }
 
 const std::vector<std::string> kCpu{"--set", "runtime.device=cpu", "--set", "runtime.backend=gloo"};
-const std::vector<std::string> kCudaNccl{"--set", "runtime.device=cuda", "--set", "runtime.backend=nccl"};
+// Compared with fp32 CPU numbers: full fp32 products (runtime.tf32 is on by default on CUDA).
+const std::vector<std::string> kCudaNccl{"--set", "runtime.device=cuda", "--set", "runtime.backend=nccl",
+                                         "--set", "runtime.tf32=false"};
 // NCCL refuses two ranks on one device: ranks sharing the one GPU talk over Gloo (CUDA tensors).
-const std::vector<std::string> kCudaGloo{"--set", "runtime.device=cuda", "--set", "runtime.backend=gloo"};
+const std::vector<std::string> kCudaGloo{"--set", "runtime.device=cuda", "--set", "runtime.backend=gloo",
+                                         "--set", "runtime.tf32=false"};
 const std::vector<std::string> kBf16{"--set", "model.matmul_dtype=bfloat16"};
 
 const TestMesh kHybrid2x2{"hybrid-2x2", "[2,2]", "[data,model]", kTpRules};
@@ -51,6 +54,32 @@ TEST_CASE("cuda: 2 and 4 ranks sharing the GPU over Gloo follow one CPU process 
     MESSAGE(mesh.name << " on CUDA vs 1 CPU process: max relative loss difference " << max_rel_diff(gpu, cpu));
     check_same_curve(gpu, cpu, 2e-4);
   }
+}
+
+TEST_CASE("cuda: 2 pipeline stages on one GPU, hand-overs through pinned host memory, follow one CPU process") {
+  if (skip_without_gpu()) return;
+  TinyRun run;
+  Curve cpu = train(run, run.dir.file("cpu"), kCpu);
+  const TestMesh stages{"stage-2", "[2]", "[stage]",
+                        "[[batch, null], [layers, stage], [vocab, null], [heads, null], [mlp, null], [embed, null], "
+                        "[seq, null], [kv, null]]"};
+  const std::string out = run.dir.file("gpu-stage-2");
+  Curve gpu = train(run, out, with(with(mesh_args(stages), kCudaGloo), {"--set", "train.microbatches=2"}));
+  MESSAGE("2 stages on CUDA vs 1 CPU process: max relative loss difference " << max_rel_diff(gpu, cpu));
+  check_same_curve(gpu, cpu, 2e-4);
+  CHECK(read_summary(out)["pipeline_stages"] == 2);
+}
+
+TEST_CASE("cuda: TF32 is on by default, named in summary.json, and keeps the loss near full fp32") {
+  if (skip_without_gpu()) return;
+  TinyRun run;
+  const std::vector<std::string> cuda{"--set", "runtime.device=cuda", "--set", "runtime.backend=nccl"};
+  Curve fp32 = train(run, run.dir.file("fp32"), with(cuda, {"--set", "runtime.tf32=false"}));
+  Curve tf32 = train(run, run.dir.file("tf32"), cuda);
+  CHECK(read_summary(run.dir.file("tf32"))["tf32"] == true);
+  CHECK(read_summary(run.dir.file("fp32"))["tf32"] == false);
+  MESSAGE("TF32 vs full fp32 on CUDA: max relative loss difference " << max_rel_diff(tf32, fp32));
+  check_same_curve(tf32, fp32, 1e-2);
 }
 
 TEST_CASE("cuda: bfloat16 matmuls on CUDA stay within bf16 tolerance of one CPU process") {

@@ -6,7 +6,7 @@
 
 #include "hf/name_map.h"
 #include "ckpt/safetensors.h"
-#include "model/gpt2_params.h"
+#include "model/params.h"
 
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
 #undef CHECK
@@ -43,7 +43,7 @@ spmd::ModelConfig tiny_model() {
 // Every parameter dumped by the dump_init hook (our global shapes, padding trimmed) has exactly
 // the bytes of its tensor in the Hugging Face file.
 void check_dump_equals_file(const std::string& dump_dir, const spmd::SafetensorsFile& file) {
-  for (const auto& info : spmd::gpt2_param_table(tiny_model(), tiny_model().vocab_size)) {
+  for (const auto& info : spmd::param_table(tiny_model(), tiny_model().vocab_size)) {
     CAPTURE(info.name);
     const std::string name = spmd::hf_name(spmd::gpt2_hf_map(), info.name);
     const auto& e = file.entries().at(name);

@@ -155,12 +155,37 @@ TEST_CASE("inspect: GPT-2 124M fits on one screen, memory verdict first, JSON an
 
 TEST_CASE("inspect: the GPT-2 124M configs hold GPT-2 small's 124,439,808 parameters") {
   // 50257 x 768 tied embedding + 1024 x 768 positions + 12 blocks of 7,087,872 + ln_f: the count
-  // Hugging Face's GPT2LMHeadModel reports. The TP variant pads the vocab to 50260 (4 shards).
+  // Hugging Face's GPT2LMHeadModel reports, plus the padding rows of the stored table: the vocab
+  // padded to 50304 (a multiple of 64), and to 50432 by the TP variant (4 shards of 64 x 197).
   const double expected = 124439808.0 * 4;
-  CHECK(inspect_json("gpt2-124m.yaml")["totals"]["param_bytes_global"].get<double>() == expected);
-  CHECK(inspect_json("gpt2-124m-dp8.yaml")["totals"]["param_bytes_global"].get<double>() == expected);
-  CHECK(inspect_json("gpt2-124m-fsdp8.yaml")["totals"]["param_bytes_global"].get<double>() == expected);
-  CHECK(inspect_json("gpt2-124m-tp4.yaml")["totals"]["param_bytes_global"].get<double>() == expected + 3 * 768 * 4);
+  auto padding = [](double rows) { return (rows - 50257) * 768 * 4; };
+  CHECK(inspect_json("gpt2-124m.yaml")["totals"]["param_bytes_global"].get<double>() == expected + padding(50304));
+  CHECK(inspect_json("gpt2-124m-dp8.yaml")["totals"]["param_bytes_global"].get<double>() == expected + padding(50304));
+  CHECK(inspect_json("gpt2-124m-fsdp8.yaml")["totals"]["param_bytes_global"].get<double>() == expected + padding(50304));
+  CHECK(inspect_json("gpt2-124m-tp4.yaml")["totals"]["param_bytes_global"].get<double>() == expected + padding(50432));
+}
+
+TEST_CASE("inspect: llama configs: SmolLM2-135M's 134,515,008 parameters, and llama-tiny's key/value heads split") {
+  // 30 blocks of q, o 576^2, k, v 576 x 192, gate, up, down 576 x 1536, two norms; ln_f; the tied
+  // 49152 x 576 embedding: the count Hugging Face reports for SmolLM2-135M.
+  const nlohmann::json smol = inspect_json("smollm2-135m.yaml");
+  CHECK(smol["totals"]["param_bytes_global"].get<double>() == 134515008.0 * 4);
+  const nlohmann::json tiny = inspect_json("llama-tiny.yaml");  // [2, 2] data x model, 4 heads, 2 key/value heads
+  bool seen_k = false, seen_head = false;
+  for (const auto& p : tiny["params"]) {
+    if (p["name"] == "h.0.attn.k.weight") {
+      seen_k = true;
+      CHECK(p["shape"] == nlohmann::json{128, 2, 32});
+      CHECK(p["shard_shape"] == nlohmann::json{128, 1, 32});  // one key/value head per model rank
+    }
+    if (p["name"] == "lm_head") {
+      seen_head = true;
+      CHECK(p["logical"] == nlohmann::json{"vocab", "embed"});
+    }
+    CHECK(p["name"] != "wpe");
+  }
+  CHECK(seen_k);
+  CHECK(seen_head);
 }
 
 TEST_CASE("inspect: a pipeline's stages, what they hold, their memory and the bubble") {

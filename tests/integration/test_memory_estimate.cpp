@@ -93,6 +93,20 @@ TEST_CASE("memory estimate: [1,4] with [seq, model] sequence parallelism, remat 
   CHECK(full["activations"].get<double>() * 3 < none["activations"].get<double>());
 }
 
+// Llama's block keeps more than GPT-2's per token (RMSNorm's normalized input, SwiGLU's three
+// hidden-width tensors, a bf16 copy of the input per projection); grouped-query attention repeats
+// the key/value heads before the kernel.
+TEST_CASE("memory estimate: llama (2 key/value heads, untied) on one process, remat selective, and [2,2] fp32 and bf16") {
+  TinyRun run;
+  const std::vector<std::string> llama{"--set", "model.arch=llama", "--set", "model.n_kv_head=2", "--set",
+                                       "model.intermediate_size=160"};
+  check_estimate(run, "llama-single", llama);
+  check_estimate(run, "llama-single-selective", with(llama, {"--set", "runtime.remat=selective"}));
+  const auto mesh = with(mesh_args(test_mesh("hybrid-4x2")), {"--set", "mesh.shape=[2,2]"});
+  check_estimate(run, "llama-dp-tp-2x2", with(llama, mesh));
+  check_estimate(run, "llama-dp-tp-2x2-bf16", with(llama, with(mesh, {"--set", "model.matmul_dtype=bfloat16"})));
+}
+
 TEST_CASE("memory estimate: FSDP-4") {
   TinyRun run;
   check_estimate(run, "fsdp-4", with(mesh_args(test_mesh("fsdp-8")), {"--set", "mesh.shape=[4]"}));

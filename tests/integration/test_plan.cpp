@@ -87,6 +87,31 @@ TEST_CASE("plan: every layout the planner emits for a tiny model on 4 ranks trai
   CHECK(contexts == std::set<int>{1, 2, 4});
 }
 
+TEST_CASE("plan: a llama's plans split key/value heads only where they divide, and the best trains to one process") {
+  TinyRun run;
+  const std::string rates = rates_file(run);
+  const std::vector<std::string> llama = with(kTinyLlama, {"--set", "model.n_kv_head=1"});  // 4 query heads, 1 key/value head
+  const nlohmann::json all = plans(run, rates, llama)["plans"];
+  REQUIRE(all.size() > 0);
+  bool data_parallel = false;
+  for (const auto& p : all) {
+    CAPTURE(p["sharding"].get<std::string>());
+    CHECK(p["model"].get<int>() == 1);  // the one key/value head splits over no tensor axis
+    data_parallel = data_parallel || p["data"].get<int>() == 4;
+  }
+  CHECK(data_parallel);
+  const auto emitted = inspect(run, with(llama, {"--plan", "--devices", "4", "--rates", rates, "--emit", "1"}));
+  REQUIRE_MESSAGE(emitted.exit_code == 0, emitted.output);
+  CHECK(emitted.output.find("arch: llama") != std::string::npos);
+  const std::string yaml = run.dir.file("llama-plan.yaml");
+  write_file(yaml, emitted.output);
+  const Curve reference = train(run, run.dir.file("llama-one"), with(kShort, llama));
+  const std::string out = run.dir.file("llama-plan-out");
+  const auto r = run_process({binary_path("spmd-train"), "--config", yaml, "--set", "output.dir=" + out}, {}, 300);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  check_same_curve(read_metrics(out + "/metrics.jsonl"), reference, kFloatRounding);
+}
+
 TEST_CASE("plan: an interleaved plan and a context-parallel ring plan, as emitted, train to the one-process loss") {
   TinyRun run;  // four blocks, so that two stages can each hold two chunks
   const std::string rates = rates_file(run);
@@ -142,7 +167,8 @@ TEST_CASE("plan: ranked by predicted step time, within the budget, and compute i
     if (i > 0) CHECK(fitting[i]["step_s"].get<double>() >= fitting[i - 1]["step_s"].get<double>());
   }
   // Pure data parallelism without microbatches or remat: each device forwards and backwards B/4 rows.
-  const double B = 8.0 / 4, T = 16, C = 32, L = 2, V = 72;
+  // The head multiplies the padded vocabulary: 72 ids padded to a multiple of 64.
+  const double B = 8.0 / 4, T = 16, C = 32, L = 2, V = 128;
   const double flops = 3 * B * T * (L * (24 * C * C + 4 * T * C) + 2 * C * V);
   // Context parallelism over 4: each device holds a quarter of every row's positions, the same
   // tokens as DP4 (their queries attend over all T keys); per block the (B, T, 2C) keys and values

@@ -14,11 +14,11 @@ using namespace spmd::test;
 namespace {
 
 // A char-level dataset made by spmd-prepare and a tiny model trained on it (one process, [1,1]
-// mesh with data x model axes), checkpointed at its last step.
+// mesh with data x model axes), checkpointed at its last step. `model` adds model keys (a family).
 struct SampledRun {
   TempDir dir;
   std::string config, checkpoint;
-  SampledRun() {
+  explicit SampledRun(const std::string& model = "") {
     std::string text;
     for (int i = 0; i < 300; ++i) text += "the cat sat on the mat. a dog ran to the log.\n";
     write_file(dir.file("corpus.txt"), text);
@@ -28,7 +28,7 @@ struct SampledRun {
     config = dir.file("tiny.yaml");
     write_file(config, "mesh: {shape: [1, 1], axes: [data, model]}\n"
                        "sharding_rules: " + kTpRules + "\n"
-                       "model: {vocab_size: 20, block_size: 16, n_layer: 2, n_head: 4, n_embd: 32, dropout: 0.0}\n"
+                       "model: {vocab_size: 20, block_size: 16, n_layer: 2, n_head: 4, n_embd: 32, dropout: 0.0" + model + "}\n"
                        "data: {train: " + dir.file("data/train.bin") + ", val: " + dir.file("data/val.bin") +
                        ", batch_size: 8}\n"
                        "train: {steps: 40, decay_steps: 40, warmup_steps: 5, lr: 1.0e-2, log_every: 10, eval_every: 0}\n"
@@ -49,6 +49,12 @@ struct SampledRun {
 
 const SampledRun& sampled_run() {
   static SampledRun run;
+  return run;
+}
+
+// The same with a Llama: 2 key/value heads for the 4 query heads, an untied head.
+const SampledRun& llama_sampled_run() {
+  static SampledRun run(", arch: llama, n_kv_head: 2, tie_embeddings: false");
   return run;
 }
 
@@ -83,6 +89,20 @@ TEST_CASE("sample: the same seed prints byte-identical text on [1], [2,2] and FS
   std::vector<std::string> other_seed = args;
   other_seed.back() = "8";
   CHECK(text_of(run, other_seed, "seed8.txt") != one);
+}
+
+TEST_CASE("sample: a llama (grouped-query attention, untied head) prints the same text on [1], [2,2] and FSDP-4") {
+  const auto& run = llama_sampled_run();
+  const std::vector<std::string> args{"--prompt", "the ", "--tokens", "40", "--temperature", "1.0", "--seed", "7"};
+  const std::string one = text_of(run, args, "one.txt");
+  CHECK(one.rfind("the ", 0) == 0);
+  CHECK(one.size() == std::string("the ").size() + 40 + 1);
+  CHECK(text_of(run, with(args, mesh_args(TestMesh{"", "[2,2]", "[data,model]", kTpRules})), "tp.txt") == one);
+  CHECK(text_of(run, with(args, {"--set", "mesh.shape=[4]", "--set", "mesh.axes=[fsdp]", "--set",
+                                 "sharding_rules=" + test_mesh("fsdp-8").rules}),
+                "fsdp4.txt") == one);
+  // The cache is exercised: the whole-context forward at each step gives the same text.
+  CHECK(text_of(run, with(args, {"--no-cache"}), "nocache.txt") == one);
 }
 
 TEST_CASE("sample: a checkpoint trained on an interleaved pipeline prints the one-process run's text") {

@@ -4,7 +4,12 @@
     strings), must write exactly tokenizers' ids, <|endoftext|> between the input files.
 (b) the vocab.json + merges.txt that spmd-prepare --vocab bpe:N learns load in tokenizers, whose
     encoding of the input equals our train.bin.
-Usage: test_bpe_oracle.py [a|b] (default both)."""
+(c) a Llama 3 style tokenizer.json (tokenizers trains a byte-level BPE behind a Split on Llama 3's
+    pattern, read from the file; special tokens added after the vocabulary, a non-special added
+    token, ignore_merges, a <|begin_of_text|> template): spmd-prepare --tokenizer writes exactly
+    tokenizers' ids on held-out text, special tokens written in the text included, with
+    <|begin_of_text|> before every document; the dataset keeps the tokenizer.json.
+Usage: test_bpe_oracle.py [a|b|c] (default all)."""
 import array
 import json
 import os
@@ -36,6 +41,7 @@ def make_docs(seed, n_docs, n_fragments):
 
 
 def write_inputs(work, docs):
+    os.makedirs(work, exist_ok=True)
     paths = []
     for i, doc in enumerate(docs):
         path = os.path.join(work, f"doc{i}.txt")  # spmd-prepare reads files in the order given
@@ -114,8 +120,71 @@ def check_trained_files(work, docs, inputs):
                expected_ids(lambda d: hf.encode(d).ids, docs, eot))
 
 
+# Llama 3's pre-tokenizer pattern, as its tokenizer.json holds it.
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA_FRAGMENTS = FRAGMENTS + [
+    "Die Würde des Menschen ist unantastbar.", "Größenordnung", "Привет, мир! Как дела?", "съешь",
+    "我们今天去公园散步。", "東京都は日本の首都です。", "ひらがなとカタカナ", "👍🏽🚀✨", "2026-11-28", "1234567890",
+    "3,141,592", "I'M", "YOU'RE", "It'S", "we'LL", "\r\n\r\n", ".\n\n", "?!\n", "#include <x>\n",
+    "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<custom>", "<|begin_of_text", "<|end_of_text|>!",
+]
+SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"]
+
+
+def llama_style_tokenizer(train_docs):
+    """tokenizers' ByteLevel BPE behind Llama 3's Split, with its added tokens and template."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=1500, min_frequency=1, show_progress=False,
+                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(train_docs, trainer)
+    tok.add_special_tokens(SPECIALS)  # after the vocabulary, outside model.vocab, as Llama 3's
+    tok.add_tokens(["<custom>"])
+    bos = tok.token_to_id(SPECIALS[0])
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single=f"{SPECIALS[0]} $A", pair=f"{SPECIALS[0]} $A {SPECIALS[0]} $B",
+                                      special_tokens=[(SPECIALS[0], bos)])])
+    saved = json.loads(tok.to_str())
+    saved["model"]["ignore_merges"] = True  # as Llama 3's
+    assert saved["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] == LLAMA3_PATTERN, saved["pre_tokenizer"]
+    return Tokenizer.from_str(json.dumps(saved)), saved, bos
+
+
+def check_llama_style(work):
+    """(c): a Llama 3 style tokenizer.json drives spmd-prepare --tokenizer."""
+    train_docs = make_docs_from(LLAMA_FRAGMENTS, seed=5, n_docs=4, n_fragments=1500)
+    hf, saved, bos = llama_style_tokenizer(train_docs)
+    held_out = make_docs_from(LLAMA_FRAGMENTS, seed=6, n_docs=3, n_fragments=2000)
+    inputs = write_inputs(os.path.join(work, "llama_inputs"), held_out)
+    tok_dir = os.path.join(work, "llama_tokenizer")
+    os.makedirs(tok_dir)
+    with open(os.path.join(tok_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(saved, f, ensure_ascii=False)
+    out = os.path.join(work, "out_llama")
+    ours, meta = prepare(inputs, out, "--tokenizer", tok_dir)
+    theirs = [i for doc in held_out for i in hf.encode(doc).ids]  # the template: <|begin_of_text|> first
+    assert theirs[0] == bos and any(i == hf.token_to_id(SPECIALS[1]) for i in theirs), "no special tokens in text"
+    assert meta["tokenizer"]["eot_token"] == bos and meta["vocab_size"] == hf.get_vocab_size(), meta
+    assert meta["tokenizer"]["tokenizer_json"] == "tokenizer.json", meta
+    with open(os.path.join(out, "tokenizer.json"), encoding="utf-8") as f:
+        assert json.load(f) == saved, "the dataset should keep the tokenizer.json as it was"
+    check_same("--tokenizer Llama 3 style tokenizer.json", ours, theirs)
+
+
+def make_docs_from(fragments, seed, n_docs, n_fragments):
+    rng = random.Random(seed)
+    return ["".join(rng.choice(fragments) + rng.choice(["", " ", " ", "\n"]) for _ in range(n_fragments))
+            for _ in range(n_docs)]
+
+
 def main():
-    which = sys.argv[1] if len(sys.argv) > 1 else "ab"
+    which = sys.argv[1] if len(sys.argv) > 1 else "abc"
     work = temp_dir()
     docs = make_docs(seed=1, n_docs=3, n_fragments=3000)
     inputs = write_inputs(work, docs)
@@ -123,6 +192,8 @@ def main():
         check_hf_files(work, docs, inputs)
     if "b" in which:
         check_trained_files(work, docs, inputs)
+    if "c" in which:
+        check_llama_style(work)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """Pretrained GPT-2 in and out, against Hugging Face transformers.
 
 1. A GPT2LMHeadModel saved by save_pretrained starts spmd-train (train.init_from) on meshes [1],
-   [2,2] (data x model, vocab padded 65 -> 66) and FSDP-4: the first step's loss, taken before the
+   [2,2] (data x model, vocab padded 65 -> 128) and FSDP-4: the first step's loss, taken before the
    first update, equals transformers' loss on the same batch.
-2. spmd-train's export of a trained checkpoint opens with from_pretrained and gives the loss our
-   own run gives when it starts from that export.
+2. spmd-train's export of a trained checkpoint as a folder (config.json and model.safetensors)
+   opens with from_pretrained and gives the loss our own run gives when it starts from that
+   export; the single-file export (--out X.safetensors) holds the same weights.
 
 The batch is pinned by the data: the token file holds exactly batch_size windows, so the first
 step's global batch is all of them (in the loader's order, which a mean loss does not see).
@@ -104,11 +105,12 @@ def main():
 
     # 2. Our export out: transformers opens it and agrees with our run started from it.
     exported = os.path.join(d, "exported")
-    os.makedirs(exported)
-    run([tool("spmd-train"), "export", "--checkpoint", os.path.join(ck, "step_00000003"),
-         "--out", os.path.join(exported, "model.safetensors")])
-    cfg.save_pretrained(exported)  # config.json
+    run([tool("spmd-train"), "export", "--checkpoint", os.path.join(ck, "step_00000003"), "--out", exported])
     trained = transformers.GPT2LMHeadModel.from_pretrained(exported).eval()
+    one_file = os.path.join(d, "one.safetensors")
+    run([tool("spmd-train"), "export", "--checkpoint", os.path.join(ck, "step_00000003"), "--out", one_file])
+    with open(one_file, "rb") as a, open(os.path.join(exported, "model.safetensors"), "rb") as b:
+        assert a.read() == b.read(), "the folder's weights should be the single file's"
     theirs = hf_loss(trained, windows)
     assert abs(theirs - reference) > 1e-4, "the export should hold the trained weights, not the pretrained ones"
     ours = our_first_loss(config, os.path.join(d, "out-export"), ["--set", f"train.init_from={exported}"])

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/gpu_gpt2_124m.sh on a host without a GPU: its preflight says so, every mode fails on its
-# own (none aborts the others), the table is still written with a "failed" row per mode, and the
-# script exits 1. On a host with a GPU the modes can run: skipped (77), the GPU run is the test.
+# bench/gpu_gpt2_124m.sh on a host without a GPU: its preflight says so, it builds nothing, every
+# correctness check and every mode fails on its own (none aborts the others), the table is still
+# written with a FAIL line per check and a "failed" row per mode, and the script exits 1. On a host with a GPU the modes can run: skipped (77), the GPU run is the test.
 #   bash tests/scripts/gpu_bench_fails_alone.sh BUILD_DIR PYTHON
 set -uo pipefail
 build=$1
@@ -22,8 +22,15 @@ grep -q "torch sees no GPU\|cannot import torch" "$out/preflight.txt" || fail "t
 for mode in "spmd-train (bench_train)" "PyTorch eager" "PyTorch compile"; do
   grep -q "^| $mode | failed: see " "$out/table.md" || fail "no failed row for $mode"
 done
+grep -q "^build: using $build as it is" "$out/stdout.txt" || fail "it did not say it builds nothing here"
+for check in "CUDA loss equals CPU loss" "2 ranks on one GPU, backend auto" "flash / efficient SDPA kernel"; do
+  grep -q "^- $check.*: FAIL: see " "$out/table.md" || fail "no FAIL line for the check '$check'"
+done
+for name in cuda-equals-cpu auto-falls-back-to-gloo fused-attention; do
+  [ -s "$out/check-$name.txt" ] || fail "the check $name left no log: it did not run"
+done
 # Every mode ran (each left its own log), so none aborted the ones after it.
 for name in ours eager compile; do
   [ -s "$out/$name-1.txt" ] || fail "$name left no log: it did not run"
 done
-echo "PASS: preflight, three modes failing alone, table written"
+echo "PASS: preflight, no build, three checks and three modes failing alone, table written"

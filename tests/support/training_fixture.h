@@ -52,6 +52,12 @@ inline const std::vector<TestMesh> kMeshes{
      "[[batch, [data, fsdp]], [embed, fsdp], [vocab, model], [heads, model], [mlp, model], [seq, null], [kv, null]]"},
 };
 
+// The tiny model as a Llama (model.arch llama): 4 query heads, 2 key/value heads, an untied head
+// (the rest of TinyRun's model: 2 layers, width 32, vocab 72, block 16).
+inline const std::vector<std::string> kTinyLlama{"--set", "model.arch=llama", "--set", "model.n_head=4", "--set",
+                                                 "model.n_kv_head=2", "--set", "model.intermediate_size=64", "--set",
+                                                 "model.tie_embeddings=false"};
+
 inline const TestMesh& test_mesh(const std::string& name) {
   for (const auto& m : kMeshes)
     if (m.name == name) return m;

@@ -108,6 +108,7 @@ void check_same(const Config& a, const Config& b) {
   CHECK(a.runtime.device == b.runtime.device);
   CHECK(a.runtime.threads_per_rank == b.runtime.threads_per_rank);
   CHECK(a.runtime.timeout_s == b.runtime.timeout_s);
+  CHECK(a.runtime.tf32 == b.runtime.tf32);
 }
 
 }  // namespace
@@ -388,12 +389,17 @@ TEST_CASE("config: train.microbatches must split every data-parallel rank's rows
   CHECK(contains(error_of([&] { spmd::plan_layout(with("9223372036854775807")); }),
                  "train.microbatches = 9223372036854775807"));
 
-  // spmd-inspect's activation estimate holds one microbatch (3 of 3 rows -> 1).
+  // spmd-inspect's activation estimate holds one microbatch (3 of 3 rows -> 1): all of it scales
+  // with the rows but the loss's gradient of the table (its shard here: vocab / 2 x n_embd fp32,
+  // whatever the rows).
   const auto layout = spmd::plan_layout(three);
-  CHECK(spmd::estimate_memory(layout, 12, 3).activations * 3 == spmd::estimate_memory(layout, 12, 1).activations);
+  const int64_t table_grad = layout.param("wte").sharding.shard_numel() * 4;
+  CHECK((spmd::estimate_memory(layout, 12, 3).activations - table_grad) * 3 ==
+        spmd::estimate_memory(layout, 12, 1).activations - table_grad);
   CHECK(spmd::estimate_memory(layout, 12, 3).params == spmd::estimate_memory(layout, 12, 1).params);
-  CHECK(spmd::estimate_unsharded_memory(three.model, 12, 3).activations * 3 ==
-        spmd::estimate_unsharded_memory(three.model, 12, 1).activations);
+  const int64_t unpadded_grad = three.model.vocab_size * three.model.n_embd * 4;
+  CHECK((spmd::estimate_unsharded_memory(three.model, 12, 3).activations - unpadded_grad) * 3 ==
+        spmd::estimate_unsharded_memory(three.model, 12, 1).activations - unpadded_grad);
 }
 
 TEST_CASE("config: mesh validation") {
@@ -588,4 +594,66 @@ TEST_CASE("config: load_config reads files and names them in errors") {
   CHECK(contains(message, missing + ": cannot read config file"));
   message = error_of([&] { spmd::load_config(dir.path()); });
   CHECK(contains(message, dir.path() + ": cannot read config file"));
+}
+
+TEST_CASE("config: runtime.tf32 is on unless set false, and the resolved config names it only when off") {
+  const Config on = parse_config("runtime: {device: cuda}\n", "t.yaml");
+  CHECK(on.runtime.tf32);
+  CHECK(!contains(on.resolved_yaml, "tf32"));
+  const Config off = parse_config("runtime: {device: cuda}\n", "t.yaml", {"runtime.tf32=false"});
+  CHECK_FALSE(off.runtime.tf32);
+  CHECK(contains(off.resolved_yaml, "tf32: false"));
+  CHECK_FALSE(parse_config(off.resolved_yaml, "resolved.yaml").runtime.tf32);  // a resume keeps it
+  CHECK(contains(parse_error("runtime: {tf32: sometimes}\n"), "runtime.tf32"));
+}
+
+TEST_CASE("config: model.arch llama: its defaults, its keys' checks, and its keys refused for gpt2") {
+  const Config gpt2 = parse_config("model: {n_head: 4, n_embd: 32}\n", "t.yaml");
+  CHECK(gpt2.model.arch == spmd::ModelArch::kGpt2);
+  CHECK(gpt2.model.tie_embeddings);
+  CHECK(!contains(gpt2.resolved_yaml, "arch"));  // gpt2 configs print as before
+  const Config llama = parse_config("model: {arch: llama, n_head: 4, n_embd: 32}\n", "t.yaml");
+  CHECK(llama.model.n_kv_head == 4);
+  CHECK(llama.model.intermediate_size == 128);
+  CHECK(!llama.model.tie_embeddings);
+  CHECK(!llama.model.bias);
+  CHECK(llama.model.rope_scaling.factor == 0);
+  const Config scaled = parse_config(
+      "model:\n  arch: llama\n  n_head: 4\n  n_kv_head: 2\n  n_embd: 32\n  rope_theta: 500000\n"
+      "  rope_scaling: {factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192}\n",
+      "t.yaml");
+  CHECK(scaled.model.rope_scaling.factor == 8);
+  CHECK(scaled.model.rope_scaling.original_max_position_embeddings == 8192);
+  // The resolved YAML reads back to the same model.
+  const Config again = parse_config(scaled.resolved_yaml, "resolved.yaml");
+  CHECK(again.model.arch == spmd::ModelArch::kLlama);
+  CHECK(again.model.n_kv_head == 2);
+  CHECK(again.model.rope_theta == 500000);
+  CHECK(again.model.rope_scaling.high_freq_factor == 4);
+  CHECK(again.model.tie_embeddings == false);
+
+  check_error("model: {arch: llama, n_head: 4, n_kv_head: 3, n_embd: 32}\n", "t.yaml:1:44",
+              "model.n_kv_head: expected a divisor of model.n_head = 4");
+  check_error("model: {arch: llama, bias: true}\n", "t.yaml:1:28", "model.bias: expected false: llama has no biases");
+  check_error("model: {arch: llama2}\n", "t.yaml:1:15", "model.arch: expected one of gpt2, llama");
+  check_error("model: {n_kv_head: 2}\n", "t.yaml:1:20", "model.n_kv_head: is a llama key (model.arch: llama)");
+  check_error("model: {arch: llama, rope_scaling: {factor: 8}}\n", "t.yaml:1:36", "model.rope_scaling.low_freq_factor: missing");
+  check_error("model: {arch: llama, rope_scaling: {factor: 8, low_freq_factor: 4, high_freq_factor: 1, "
+              "original_max_position_embeddings: 8192}}\n",
+              "t.yaml:1:86", "model.rope_scaling.high_freq_factor: expected a number above low_freq_factor = 4.0");
+  check_error("model: {arch: llama, rms_norm_eps: 0}\n", "t.yaml:1:36", "model.rms_norm_eps: expected a number in (0, 1)");
+}
+
+TEST_CASE("config: llama key/value heads that do not divide over their axis name model.n_kv_head") {
+  const std::string message = error_of([] {
+    spmd::plan_layout(parse_config("mesh: {shape: [1, 4], axes: [data, model]}\n"
+                                   "sharding_rules: [[batch, data], [heads, model], [mlp, model], [vocab, model], [embed, null], "
+                                   "[seq, null], [kv, null]]\n"
+                                   "model: {arch: llama, n_head: 4, n_kv_head: 2, n_embd: 32}\n",
+                                   "t.yaml"));
+  });
+  CAPTURE(message);
+  CHECK(contains(message, "h.0.attn.k.weight: dim 1 (logical axis 'heads', model.n_kv_head = 2) does not divide over "
+                          "mesh axis 'model' of size 4"));
+  CHECK(contains(message, "set model.n_kv_head to 4"));
 }

@@ -93,6 +93,15 @@ TEST_CASE("data blend: Grain's integer proportions, and the picks' counts") {
       const spmd::MixPick a = order.pick(k + d), b = spmd::mix_pick(k + d, p);
       CHECK((a.source == b.source && a.index == b.index));
     }
+  // A batch's consecutive picks, across period ends, equal the picks one at a time.
+  for (int64_t k : {int64_t{0}, int64_t{1090}, int64_t{123456789}}) {
+    std::vector<spmd::MixPick> run(30);
+    order.picks(k, run);
+    for (int64_t d = 0; d < 30; ++d) {
+      const spmd::MixPick b = spmd::mix_pick(k + d, p);
+      CHECK((run[static_cast<size_t>(d)].source == b.source && run[static_cast<size_t>(d)].index == b.index));
+    }
+  }
   // Far into a long run, without overflow: the counts still follow the proportions.
   const std::vector<int64_t> far = spmd::mix_counts(int64_t{1} << 50, p);
   CHECK(far[0] + far[1] + far[2] == int64_t{1} << 50);

@@ -6,7 +6,7 @@
 #include "inspect/memory_verdict.h"
 #include "inspect/param_groups.h"
 #include "mesh/size_hint.h"
-#include "model/gpt2_params.h"
+#include "model/params.h"
 #include "parallel/layout.h"
 #include "usage_error.h"
 
@@ -32,7 +32,7 @@ TEST_CASE("size hints: heads over a 3-way axis name n_head's and the axis's work
 }
 
 TEST_CASE("size hints: a derived size names its formula, values the config refuses are skipped") {
-  const std::vector<SizeSource> sources = gpt2_size_sources(ModelConfig{});  // n_head 4, n_embd 128
+  const std::vector<SizeSource> sources = size_sources(ModelConfig{});  // n_head 4, n_embd 128
   const SizeSource* mlp = nullptr;
   for (const auto& s : sources)
     if (s.logical == "mlp") mlp = &s;

@@ -32,7 +32,7 @@ spmd::Config tiny_config(const std::string& init_from) {
 // A GPT-2 of `model`'s sizes in Hugging Face layout (random values); `prefix` "" or "transformer.".
 std::vector<spmd::NamedTensor> hf_tensors(const spmd::ModelConfig& model, const std::string& prefix) {
   std::vector<spmd::NamedTensor> out;
-  for (const auto& info : spmd::gpt2_param_table(model, model.vocab_size)) {
+  for (const auto& info : spmd::param_table(model, model.vocab_size)) {
     std::string name = spmd::hf_name(spmd::gpt2_hf_map(), info.name).substr(std::string("transformer.").size());
     out.push_back({prefix + name, at::randn(spmd::hf_shape(info))});
   }
@@ -49,7 +49,7 @@ std::string write(const spmd::test::TempDir& dir, const std::vector<spmd::NamedT
 
 TEST_CASE("hf import layout: Conv1D (in, out) shapes, attention dims folded, vocab padding dropped") {
   spmd::ModelConfig m = tiny_config("").model;
-  for (const auto& info : spmd::gpt2_param_table(m, 72)) {
+  for (const auto& info : spmd::param_table(m, 72)) {
     CAPTURE(info.name);
     const auto shape = spmd::hf_shape(info);
     if (info.name == "wte") CHECK(shape == std::vector<int64_t>{65, 32});

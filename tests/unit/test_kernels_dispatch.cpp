@@ -117,6 +117,30 @@ TEST_CASE("kernels::matmul_operand_dtype: bf16 on a CPU only with bf16 instructi
   CHECK(kernels::matmul_dtype_note(MatmulDtype::kFloat32, c10::Device(c10::kCPU)) == "matmuls float32");
 }
 
+TEST_CASE("kernels::accumulate_weight_grad: dw += x^T dy in both layouts, fused float32, generic float64, bf16") {
+  at::manual_seed(6);
+  for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    for (bool transposed : {false, true}) {  // dw (K, N) row-major, or the transpose of a row-major (N, K)
+      CAPTURE(dtype);
+      CAPTURE(transposed);
+      at::Tensor x = at::randn({33, 20}, dtype), dy = at::randn({33, 17}, dtype);
+      at::Tensor start = at::randn({20, 17}, dtype);
+      at::Tensor dw = transposed ? start.t().contiguous().t() : start.clone();
+      // Two calls over the rows' two halves sum to the whole product.
+      kernels::accumulate_weight_grad(dw, x.narrow(0, 0, 16), dy.narrow(0, 0, 16), dtype);
+      kernels::accumulate_weight_grad(dw, x.narrow(0, 16, 17), dy.narrow(0, 16, 17), dtype);
+      CHECK(dw.is_contiguous() != transposed);  // written in place, in its own layout
+      CHECK(at::allclose(dw, start + at::mm(x.t(), dy), 1e-5, 1e-5));
+    }
+  }
+  // bf16 operands: the product of the rounded operands, rounded to bf16, added in float32.
+  at::Tensor x = at::randn({33, 20}), dy = at::randn({33, 17}), dw = at::randn({20, 17});
+  const at::Tensor want = dw + at::mm(x.to(at::kBFloat16).t(), dy.to(at::kBFloat16)).to(at::kFloat);
+  kernels::accumulate_weight_grad(dw, x, dy, at::kBFloat16);
+  CHECK((dw.scalar_type() == at::kFloat));
+  CHECK(at::allclose(dw, want, 1e-6, 1e-6));
+}
+
 TEST_CASE("kernels::causal_attention: fused float32 and generic float64, with and without a dropout mask") {
   for (bool with_mask : {false, true}) {
     CAPTURE(with_mask);

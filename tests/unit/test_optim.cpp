@@ -4,7 +4,7 @@
 
 #include <torch/optim/adamw.h>
 
-#include "model/gpt2_params.h"
+#include "model/params.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 
@@ -124,7 +124,7 @@ TEST_CASE("optim: weight decay goes to weight matrices and embeddings, never to 
   model.n_embd = 32;
   model.bias = true;
   int decayed = 0;
-  for (const auto& p : gpt2_param_table(model, 72)) {
+  for (const auto& p : param_table(model, 72)) {
     CAPTURE(p.name);
     const bool bias_or_norm = p.name.find(".bias") != std::string::npos || p.name.find("ln_") != std::string::npos;
     CHECK(p.weight_decay == !bias_or_norm);  // c_attn.bias is 3-D here and still not decayed

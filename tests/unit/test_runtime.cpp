@@ -147,3 +147,13 @@ TEST_CASE("test hooks: SPMD_TEST_HOOKS parses its three hooks and refuses anythi
   CHECK_THROWS_AS(parse_test_hooks("nan_los@3"), UsageError);
   CHECK_THROWS_AS(parse_test_hooks("dump_init="), UsageError);
 }
+
+TEST_CASE("runtime: TF32 is a CUDA matter: a CPU run has none whatever runtime.tf32 says") {
+  for (const bool asked : {true, false}) {
+    RuntimeConfig config = runtime("cpu", "gloo");
+    config.tf32 = asked;
+    const ResolvedRuntime r = resolve_runtime(config);
+    CHECK_FALSE(r.tf32);
+    CHECK_MESSAGE(r.reason.find("TF32") == std::string::npos, r.reason);  // the line speaks of it on CUDA only
+  }
+}

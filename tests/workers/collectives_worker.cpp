@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/generated/variable_factories.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>  // completes c10d::Backend: a Group of one is built here
 
 #include "comm/collectives.h"
 #include "comm/communicator.h"
@@ -14,7 +15,7 @@
 #include "kernels/kernels.h"
 #include "parallel/fsdp_ops.h"
 #include "parallel/fsdp_prefetch.h"
-#include "parallel/vocab_parallel_loss.h"
+#include "parallel/head_loss.h"
 #include "util/error.h"
 #include "util/guarded_main.h"
 
@@ -219,20 +220,63 @@ void check_group(const Group& g, const std::string& label) {
     expect_true(label + " fsdp prefetch served ahead " + std::to_string(served_ahead) + " of 4",
                 served_ahead == 4 && prefetcher.total_uses() == 14);
   }
-  // vocab_parallel_cross_entropy vs at::cross_entropy on the full logits, with padding columns.
+  // head_cross_entropy vocab-parallel: member m holds rows [m V_local, (m + 1) V_local) of the
+  // table, the last shard ending in padding; x is replicated (copy_to_group sums its gradient).
+  // Against at::cross_entropy over the full logits, one row not scored, in chunks of 2 rows.
   {
-    const int64_t N = 5, V_local = 3, V = V_local * n, valid = V - 1;  // the last column is padding
-    at::Tensor full = data_for(0, {N, V}, 1.1) * 3.0;
+    const int64_t N = 5, C = 4, V_local = 3, V = V_local * n, valid = V - 1;
+    at::Tensor x = leaf(data_for(0, {N, C}, 1.0) * 2.0);
+    at::Tensor full = data_for(0, {V, C}, 1.1) * 1.5;
+    at::Tensor mine = leaf(full.narrow(0, r * V_local, V_local));
     at::Tensor targets = at::remainder(at::arange(N, at::kLong) * 7, valid);
-    at::Tensor mine = leaf(full.narrow(1, r * V_local, V_local));
-    at::Tensor loss = vocab_parallel_cross_entropy(mine, targets, r * V_local, valid, g);
+    targets[3].fill_(-1);
+    HeadShard head;
+    head.vocab_offset = r * V_local, head.valid_vocab = valid, head.vocab_group = &g, head.chunk_rows = 2;
+    at::Tensor loss = head_cross_entropy(copy_to_group(x, g), mine, targets, head);
     loss.backward();
-    at::Tensor ref_logits = leaf(full);
-    at::cross_entropy_loss(ref_logits.narrow(1, 0, valid), targets).backward();
-    expect_close(label + " vocab_parallel_cross_entropy forward", loss.detach(),
-                 at::cross_entropy_loss(full.narrow(1, 0, valid), targets));
-    expect_close(label + " vocab_parallel_cross_entropy grad", mine.grad(),
-                 ref_logits.grad().narrow(1, r * V_local, V_local));
+    at::Tensor ref_x = leaf(x.detach()), ref_table = leaf(full);
+    at::Tensor ref = at::cross_entropy_loss(at::mm(ref_x, ref_table.t()).narrow(1, 0, valid), targets, {},
+                                            at::Reduction::Sum, -1) / N;
+    ref.backward();
+    expect_close(label + " head_cross_entropy vocab-parallel forward", loss.detach(), ref.detach());
+    expect_close(label + " head_cross_entropy vocab-parallel grad x", x.grad(), ref_x.grad());
+    expect_close(label + " head_cross_entropy vocab-parallel grad table", mine.grad(),
+                 ref_table.grad().narrow(0, r * V_local, V_local));
+    at::Tensor rows = head_token_losses(x, mine, targets, head);
+    expect_close(label + " head_token_losses vocab-parallel",
+                 rows, at::cross_entropy_loss(at::mm(x.detach(), full.t()).narrow(1, 0, valid), targets, {},
+                                              at::Reduction::None, -1));
+  }
+  // head_cross_entropy under FSDP: the table's embed dim sharded over the group, each member its
+  // own rows, the whole vocabulary on every member. Reference: sum_m loss_m, the shard's gradient
+  // its columns of the table's.
+  {
+    const Group self;
+    const int64_t N = 6, V = 7, valid = 6, C = 2 * n;
+    std::vector<at::Tensor> xs, shards;
+    for (int m = 0; m < n; ++m) {
+      xs.push_back(leaf(data_for(m, {N, C}, 1.2) * 2.0));
+      shards.push_back(leaf(data_for(m, {V, 2}, 1.3)));
+    }
+    at::Tensor targets = at::remainder(at::arange(N, at::kLong) * 5 + r, valid);
+    HeadShard head;
+    head.valid_vocab = valid, head.vocab_group = &self, head.gathers = {{1, &g}}, head.chunk_rows = 4;
+    at::Tensor x = leaf(xs[r].detach()), shard = leaf(shards[r].detach());
+    at::Tensor loss = head_cross_entropy(x, shard, targets, head);
+    loss.backward();
+    at::Tensor table = at::cat(shards, 1);
+    at::Tensor total = at::zeros({}, at::kFloat);
+    at::Tensor mine_ref;
+    for (int m = 0; m < n; ++m) {
+      at::Tensor t = at::remainder(at::arange(N, at::kLong) * 5 + m, valid);
+      at::Tensor l = at::cross_entropy_loss(at::mm(xs[m], table.t()).narrow(1, 0, valid), t);
+      if (m == r) mine_ref = l.detach();
+      total = total + l;
+    }
+    total.backward();
+    expect_close(label + " head_cross_entropy fsdp forward", loss.detach(), mine_ref);
+    expect_close(label + " head_cross_entropy fsdp grad x", x.grad(), xs[r].grad());
+    expect_close(label + " head_cross_entropy fsdp grad shard", shard.grad(), shards[r].grad());
   }
 }
 }  // namespace

@@ -37,6 +37,19 @@ at::Tensor gemm_forward(const at::Tensor& x_in, const at::Tensor& w, const at::T
   return y;
 }
 
+// dW = X^T dY + beta dW, in dW's layout: row-major (K, N), or the transpose of a row-major (N, K)
+// (then dW^T = dY^T X + beta dW^T).
+void weight_grad_gemm(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& dw, float beta) {
+  const int64_t M = x.size(0), K = x.size(1), N = dy.size(1);
+  const Weight d = weight_of(dw);
+  if (!d.stored_transposed)
+    parallel_gemm(true, false, K, N, M, 1.f, x.data_ptr<float>(), K, dy.data_ptr<float>(), N, beta,
+                  dw.data_ptr<float>(), N);
+  else
+    parallel_gemm(true, false, N, K, M, 1.f, dy.data_ptr<float>(), N, x.data_ptr<float>(), K, beta,
+                  dw.data_ptr<float>(), K);
+}
+
 LinearGrads gemm_backward(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& dy_in, bool need_dx,
                           bool need_dw) {
   const at::Tensor x = x_in.contiguous();
@@ -50,16 +63,8 @@ LinearGrads gemm_backward(const at::Tensor& x_in, const at::Tensor& w, const at:
                        g.dx.data_ptr<float>(), K);
   }
   if (need_dw) {
-    if (!wt.stored_transposed) {  // dW (K, N) = X^T dY
-      g.dw = at::empty({K, N}, x.options());
-      parallel_gemm(true, false, K, N, M, 1.f, x.data_ptr<float>(), K, dy.data_ptr<float>(), N, 0.f,
-                         g.dw.data_ptr<float>(), N);
-    } else {  // in w's own layout: dW^T (N, K) = dY^T X
-      at::Tensor dwt = at::empty({N, K}, x.options());
-      parallel_gemm(true, false, N, K, M, 1.f, dy.data_ptr<float>(), N, x.data_ptr<float>(), K, 0.f,
-                         dwt.data_ptr<float>(), K);
-      g.dw = dwt.t();
-    }
+    g.dw = wt.stored_transposed ? at::empty({N, K}, x.options()).t() : at::empty({K, N}, x.options());
+    weight_grad_gemm(x, dy, g.dw, 0.f);
   }
   return g;
 }
@@ -108,6 +113,13 @@ at::Tensor fused_linear_forward(const at::Tensor& x, const at::Tensor& w, const 
 LinearGrads fused_linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
                                   bool need_dw) {
   return gemm_backward(x, w, dy, need_dx, need_dw);
+}
+
+void fused_accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy) {
+  SPMD_ASSERT(fused_linear_supports(x, dw) && dy.dim() == 2 && dy.size(0) == x.size(0) && dy.size(1) == dw.size(1),
+              "fused_accumulate_weight_grad: unsupported operands dw {} x {} dy {}", dw.sizes().vec(),
+              x.sizes().vec(), dy.sizes().vec());
+  weight_grad_gemm(x.contiguous(), dy.contiguous(), dw, 1.f);
 }
 
 }  // namespace spmd::kernels::cpu

@@ -24,5 +24,7 @@ at::Tensor fused_linear_forward(const at::Tensor& x, const at::Tensor& w, const 
 // dx, dw where asked for (dw in w's layout); dbias is left to the caller.
 LinearGrads fused_linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
                                   bool need_dw);
+// dw += x^T dy in dw's layout (dw as fused_linear_supports takes a w).
+void fused_accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy);
 
 }  // namespace spmd::kernels::cpu

@@ -178,7 +178,7 @@ TEST_CASE("checkpoint: mutated index.json and shard files through restore and ex
     const std::string label = fmt::format("checkpoint case {} ({})", i, name);
     // Both readers see the same mutant; a UsageError must name the checkpoint's directory.
     run_reader_case(tally, i, label, {dir}, [&] { spmd::restore_parameters(target.model, dir); }, "restore");
-    run_reader_case(tally, i, label, {dir}, [&] { spmd::export_hf_gpt2(dir, tmp.file("out.safetensors")); }, "export");
+    run_reader_case(tally, i, label, {dir}, [&] { spmd::export_hf(dir, tmp.file("out.safetensors")); }, "export");
   }
   check_reader_pass(tally, 2 * kCases, "checkpoint files");
 }
@@ -186,7 +186,7 @@ TEST_CASE("checkpoint: mutated index.json and shard files through restore and ex
 TEST_CASE("hf: mutated config.json and model.safetensors through the init_from check and the load") {
   Seeds seeds;
   TempDir seed_dir;
-  spmd::export_hf_gpt2(seeds.checkpoint, seed_dir.file("model.safetensors"));
+  spmd::export_hf(seeds.checkpoint, seed_dir.file("model.safetensors"));
   const auto& m = seeds.config.model;
   write_file(seed_dir.file("config.json"),
              nlohmann::json{{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"n_layer", m.n_layer},

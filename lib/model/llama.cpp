@@ -1,0 +1,106 @@
+// Llama forward: token embeddings, n_layer pre-norm blocks (RMSNorm, rotary grouped-query
+// attention, RMSNorm, SwiGLU MLP), final RMSNorm, head. Shapes: B batch rows on this rank, T
+// sequence, C embed, H query heads and Hkv key/value heads on this rank, D head dim.
+#include "model/llama.h"
+
+#include <fmt/format.h>
+
+#include "model/params.h"
+#include "model/rope.h"
+#include "util/error.h"
+
+namespace spmd {
+
+namespace {
+const std::vector<std::string> kResidual{"batch", "seq", "embed"};
+
+// Grouped-query attention: key/value heads (B, T, Hkv, D) repeated to the H query heads they serve
+// (query head i uses key/value head i / (H / Hkv)). Sharding `heads` splits both into contiguous
+// blocks, so this holds on every rank's local heads too.
+at::Tensor repeat_kv(const at::Tensor& kv, int64_t heads) {
+  const int64_t group = heads / kv.size(2);
+  if (group == 1) return kv;
+  const auto s = kv.sizes();
+  return kv.unsqueeze(3).expand({s[0], s[1], s[2], group, s[3]}).reshape({s[0], s[1], heads, s[3]});
+}
+}  // namespace
+
+Llama::Llama(const ModelConfig& config) : Model(config), inverse_frequencies_(rope_inverse_frequencies(config)) {}
+
+at::Tensor Llama::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache,
+                            const at::Tensor& document_starts) const {
+  const std::string p = fmt::format("h.{}.attn", layer);
+  at::Tensor q = ops.dense(x, p + ".q.weight", "", 1);  // (B, T, H, D)
+  at::Tensor k = ops.dense(x, p + ".k.weight", "", 1);  // (B, T, Hkv, D)
+  at::Tensor v = ops.dense(x, p + ".v.weight", "", 1);
+  // Each position rotated by its true place: context-parallel chunks and packed documents too.
+  const RopeAngles angles =
+      rope_angles(ops.positions(q.size(1), cache ? cache->length : 0, document_starts), inverse_frequencies_);
+  q = apply_rope(q, angles);
+  k = apply_rope(k, angles);
+  const int64_t H = q.size(2);
+  const bool drop = training && config_.dropout > 0;
+  at::Tensor y;
+  if (cache) {  // the cache holds the Hkv key/value heads
+    const size_t l = static_cast<size_t>(layer);
+    if (cache->keys.size() <= l) {
+      cache->keys.resize(l + 1);
+      cache->values.resize(l + 1);
+    }
+    cache->keys[l] = cache->keys[l].defined() ? at::cat({cache->keys[l], k}, 1) : k.contiguous();
+    cache->values[l] = cache->values[l].defined() ? at::cat({cache->values[l], v}, 1) : v.contiguous();
+    y = ops.attention_over_prefix(q, repeat_kv(cache->keys[l], H), repeat_kv(cache->values[l], H));
+  } else {
+    const at::Tensor qkv = at::stack({q, repeat_kv(k, H), repeat_kv(v, H)}, 2);  // (B, T, 3, H, D)
+    y = ops.causal_attention(qkv, drop ? p + ".attn_dropout" : "", document_starts);  // (B, T, H, D)
+  }
+  y = ops.dense(y, p + ".o.weight", "", 2);  // (B, T, C)
+  if (drop) y = ops.dropout(y, p + ".resid_dropout", kResidual);
+  return y;
+}
+
+at::Tensor Llama::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training) const {
+  const std::string p = fmt::format("h.{}.mlp", layer);
+  const at::Tensor h = ops.swiglu(ops.dense(x, p + ".gate.weight", "", 1), ops.dense(x, p + ".up.weight", "", 1));
+  at::Tensor y = ops.dense(h, p + ".down.weight", "", 1);  // (B, T, C)
+  if (training && config_.dropout > 0) y = ops.dropout(y, p + ".resid_dropout", kResidual);
+  return y;
+}
+
+at::Tensor Llama::embed(const at::Tensor& idx, ModelOps& ops, bool training, int64_t /*first_position*/,
+                        const at::Tensor& /*document_starts*/) const {
+  at::Tensor x = ops.constrain(ops.embed("wte", idx), kResidual);  // (B, T, C): the residual stream's layout
+  if (training && config_.dropout > 0) x = ops.dropout(x, "embed_dropout", kResidual);
+  return x;
+}
+
+at::Tensor Llama::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool training, KvCache* cache,
+                        const at::Tensor& document_starts) const {
+  const double eps = config_.rms_norm_eps;
+  const at::Tensor h = x + attention(ops.rms_norm(x, fmt::format("h.{}.attn_norm.weight", l), eps), l, ops, training,
+                                     cache, document_starts);
+  return h + mlp(ops.rms_norm(h, fmt::format("h.{}.mlp_norm.weight", l), eps), l, ops, training);
+}
+
+at::Tensor Llama::next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache* cache) const {
+  const int64_t first = cache ? cache->length : 0;
+  SPMD_ASSERT(first + idx.size(1) <= config_.block_size, "decoding past block_size: {} + {} > {}", first,
+              idx.size(1), config_.block_size);
+  at::Tensor x = embed(idx, ops, /*training=*/false);
+  for (int64_t l = 0; l < config_.n_layer; ++l) x = block(ops.constrain(x, kResidual), l, ops, false, cache, {});
+  if (cache) cache->length += idx.size(1);
+  const at::Tensor last = x.select(1, x.size(1) - 1);  // (B, C): only the newest position is needed
+  return ops.tied_head_logits(ops.rms_norm(last, "ln_f.weight", config_.rms_norm_eps), head_table(config_));
+}
+
+at::Tensor Llama::head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {
+  const at::Tensor normed = ops.rms_norm(ops.constrain(x, kResidual), "ln_f.weight", config_.rms_norm_eps);
+  return ops.tied_head_loss(normed, head_table(config_), targets);
+}
+
+at::Tensor Llama::head_row_losses(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {
+  const at::Tensor normed = ops.rms_norm(ops.constrain(x, kResidual), "ln_f.weight", config_.rms_norm_eps);
+  return ops.tied_head_row_losses(normed, head_table(config_), targets);
+}
+
+}  // namespace spmd
