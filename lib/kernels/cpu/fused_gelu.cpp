@@ -62,8 +62,11 @@ inline void gelu_row(const T* x, const T* bias, T* y, T* grad, int64_t cols) {
 
 // y[r, c] = gelu(z), z = x[r, c] + bias[c], over rows [r0, r1) of (rows, cols); and, when
 // `grad` is not null, grad[r, c] = gelu'(z). bias may be null.
+// Forced inline: each clone below must get its own vectorized copy of the loop (GCC does not
+// inline a function this size into a target_clones body by itself; called out of line it runs
+// the default target's scalar code, ~2x slower).
 template <typename T>
-inline void gelu_rows_of(const T* x, const T* bias, T* y, T* grad, int64_t r0, int64_t r1, int64_t cols) {
+__attribute__((always_inline)) inline void gelu_rows_of(const T* x, const T* bias, T* y, T* grad, int64_t r0, int64_t r1, int64_t cols) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
