@@ -3,8 +3,9 @@
 # change: ROUNDS interleaved rounds, each running bench_train of BEFORE and AFTER in fp32 and bf16
 # (dropout 0), plus the baby config in fp32 for both builds. Each round's bf16/fp32 ratio is taken
 # within one build and one round (a shared machine's load moves both alike); the table has every
-# round's medians, ratios (by wall and by CPU time) and CPU shares, then the medians over rounds. Names the CPU and whether it
-# has bf16 instructions. Needs the shakespeare_char data (bench/NOTES.md, "Data").
+# round's medians, ratios (by wall and by CPU time) and CPU shares, then the medians over rounds,
+# and fp32 after/before per round. Names the CPU and whether it has bf16 instructions. Needs the
+# shakespeare_char data (bench/NOTES.md, "Data").
 #   bash bench/bf16_speed.sh BEFORE_BUILD AFTER_BUILD [ROUNDS=3] [OUT=bench-out/bf16]
 set -euo pipefail
 cd "$(dirname "$0")/.."
