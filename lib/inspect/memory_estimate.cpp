@@ -12,14 +12,18 @@
 //   embeddings   the stream (B, T', C); with a tensor-parallel vocab dim (any size) the masked ids
 //                (int64) and the mask (float) of (B, T); dropout's mask (B, T', C)
 //   layer norm   its input (kept anyway as the stream), mean and rstd (B, T'); RMSNorm (llama) rstd
-//                (B, T') and its normalized input (B, T', C) (the scale's gradient needs it)
-//   dense        its input (one copy for the layers that share it in fp32, one each in bf16), in the matmul operand dtype (model.matmul_dtype; an FSDP layer keeps
-//                fp32); under sequence parallelism a column-parallel layer keeps the gathered
-//                (B, T, C), not the slice; bf16 also keeps a bf16 copy of the weight shard
-//   attention    the fused kernel keeps qkv (B, T, 3C') and the probabilities (B, H', T, T); its
-//                output is c_proj's input; dropout's mask (B, H', T, T)
-//   bias+GELU    its derivative (B, T, F') fp32; its output is c_proj's input; SwiGLU (llama)
-//                keeps gate, silu(gate) and up (B, T, F') fp32; its output is down's input
+//                (B, T') and its normalized input (B, T', C) (the scale's gradient needs it), fp32
+//   dense        its input, in the matmul operand dtype (model.matmul_dtype: bf16 activations
+//                between matmuls, as autocast; the norm's output is already bf16, so the layers
+//                that read it share it); a column-parallel layer under tensor parallelism casts its
+//                own (collectives carry fp32), and under sequence parallelism keeps the gathered
+//                (B, T, C), not the slice; bf16 also keeps a bf16 copy of the weight shard (cast
+//                once per step), except an FSDP layer, which casts its gather
+//   attention    the fused kernel keeps qkv (B, T, 3C', operand dtype) and the probabilities
+//                (B, H', T, T); its output is c_proj's input; dropout's mask (B, H', T, T)
+//   bias+GELU    its derivative (B, T, F') in the operand dtype; its output is c_proj's input;
+//                SwiGLU (llama) keeps gate, silu(gate) and up (B, T, F') in the operand dtype; its
+//                output is down's input
 //   rotary       its angles only (T, D), not counted; grouped-query attention repeats the key/value
 //                heads before the kernel, which then keeps qkv of H' heads as GPT-2's
 //   residual     each add's output (B, T', C) (the next layer norm's input); the dropout masks
@@ -60,12 +64,13 @@ struct DeviceShapes {
   int64_t mlp = 0;                        // MLP hidden width on this device
   int64_t vocab = 0;                      // logit columns on this device
   int64_t head_table_grad = 0;            // bytes of the table's gradient the loss keeps (the stored shard's)
+  int64_t head_weight_copy = 0;           // bf16 operands: the stored table's copy, kept from step to step
   int64_t operand = kFloatBytes;          // bytes per element of the matmul operands
   int64_t seq_split = 1;                  // sequence-parallel degree: the stream holds T / seq_split positions
   int64_t context_split = 1;              // context-parallel degree: every activation holds T / context_split
   bool dropout = false;
   bool vocab_masked = false;              // the embedding's vocab dim has tensor-parallel axes
-  // Bytes per element of the input each group of dense layers keeps (fp32 4 once, bf16 2 each).
+  // Bytes per element of the input each group of dense layers keeps (shared, or one per layer).
   int64_t attn_in = kFloatBytes, attn_proj_in = kFloatBytes, fc_in = kFloatBytes, mlp_proj_in = kFloatBytes;
   int64_t block_weight_copies = 0;        // bf16 operands: the copies of one block's weight shards
   ActivationTraits traits;                // the family's norms and MLP activation
@@ -101,13 +106,14 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
                   + 2 * norm_bytes(d)                             // the two norms' statistics (and copies)
                   + N * d.C * (d.attn_in + d.fc_in)               // ln_1, ln_2 outputs as c_attn, c_fc keep them
                   + N * d.heads * d.head_dim * d.attn_proj_in     // attention output: c_proj's input
-                  + N * d.mlp * (d.traits.mlp_hidden * kFloatBytes + d.mlp_proj_in)  // activation's, its output
+                  + N * d.mlp * (d.traits.mlp_hidden * d.operand + d.mlp_proj_in)  // activation's, its output
                   + d.block_weight_copies;
   if (d.sdpa_attention && remat != Remat::kFull) {
     // bf16 q, k, v and output, fp32 log-sum-exp per (row, head, position); nothing else to drop.
     return bytes + N * 4 * d.heads * d.head_dim * 2 + d.B * d.heads * d.T * kFloatBytes;
   }
-  bytes += N * 3 * d.heads * d.head_dim * kFloatBytes;  // qkv: attention's (or its recomputation's) input
+  // qkv: attention's (or its recomputation's) input; context-parallel attention takes it in fp32.
+  bytes += N * 3 * d.heads * d.head_dim * (d.context_split > 1 ? kFloatBytes : d.operand);
   if (remat == Remat::kNone && !d.ring_attention) bytes += probs;
   // Under context parallelism selective recomputation draws the attention mask in the replay.
   const bool mask_kept = remat == Remat::kNone || d.context_split == 1;
@@ -125,15 +131,16 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
 int64_t head_bytes(const DeviceShapes& d) {
   return norm_bytes(d)                          // ln_f's statistics (its input is the last block's output)
          + d.full_tokens() * d.C * kFloatBytes  // the gradient of the head's input (the whole sequence's under SP)
-         + d.head_table_grad;
+         + d.head_table_grad + d.head_weight_copy;
 }
 
 // The loss's forward at its widest: a chunk's logits (and, with bf16 operands, their bf16 copy
-// and the table's bf16 copy).
+// and, for an FSDP table, the gathered table's bf16 copy).
 int64_t loss_working_set(const DeviceShapes& d) {
   const int64_t rows = std::min(head_chunk_rows(d.vocab, d.full_tokens(), d.gpu), d.full_tokens());
   const bool reduced = d.operand != kFloatBytes;
-  return rows * d.vocab * (kFloatBytes + (reduced ? d.operand : 0)) + (reduced ? d.vocab * d.C * d.operand : 0);
+  const bool cast_here = reduced && d.head_weight_copy == 0;
+  return rows * d.vocab * (kFloatBytes + (reduced ? d.operand : 0)) + (cast_here ? d.vocab * d.C * d.operand : 0);
 }
 
 // What the block being backwarded recomputes and holds: the internals remat none keeps.
@@ -233,6 +240,8 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   const ParamLayout& head = layout.param(head_table(m));
   d.vocab = head.gathered_shape()[0];
   d.head_table_grad = head.sharding.shard_numel() * kFloatBytes;
+  if (!gathered(layout, head) && m.matmul_dtype == MatmulDtype::kBFloat16)
+    d.head_weight_copy = head.sharding.shard_numel() * operand_bytes(m.matmul_dtype);
   d.vocab_masked = !layout.param("wte").tp_axes[0].empty();
   d.seq_split = layout.mesh.axes_size(layout.seq_axes);
   d.context_split = layout.cp_size();
@@ -240,22 +249,22 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.sdpa_attention = m.matmul_dtype == MatmulDtype::kBFloat16 && !d.dropout && d.context_split == 1;
   d.ring_attention = d.context_split > 1 && layout.context_exchange == ContextExchange::kRing;
   d.gpu = layout.on_gpu;
-  // A dense layer keeps its input in the operand dtype (and a bf16 copy of its weight), except an
-  // FSDP layer, which keeps its fp32 input and gathers the weight again in backward. Layers that
-  // read one fp32 input share it; each makes its own bf16 copy, and under sequence parallelism
-  // each column-parallel layer its own gathered sequence.
+  // A dense layer keeps its input in the operand dtype (the layers that read one norm output share
+  // it), and a bf16 copy of its weight shard, except an FSDP layer, which gathers (and casts) the
+  // weight again in backward. A column-parallel layer takes its input through fp32 collectives:
+  // with bf16 operands it casts (and keeps) its own copy, and under sequence parallelism each keeps
+  // its own gathered sequence.
   const int64_t operand = operand_bytes(m.matmul_dtype);
   d.operand = operand;
   auto keep = [&](const std::vector<const ParamInfo*>& group, int64_t& in_bytes, int64_t& copies) {
     int64_t shared = 0, own = 0;
     for (const ParamInfo* info : group) {
       const ParamLayout& p = layout.param(info->name);
-      const bool fsdp = gathered(layout, p);
-      const int64_t bytes = fsdp ? kFloatBytes : operand;
-      const bool gathered_input = d.seq_split > 1 && !p.output_tp_axes().empty();
-      if (gathered_input || bytes != kFloatBytes) own += bytes;
-      else shared = kFloatBytes;
-      if (!fsdp && operand != kFloatBytes) copies += p.sharding.shard_numel() * operand;
+      const bool column_parallel = !p.output_tp_axes().empty();
+      const bool own_input = column_parallel && (d.seq_split > 1 || operand != kFloatBytes);
+      if (own_input) own += operand;
+      else shared = operand;
+      if (!gathered(layout, p) && operand != kFloatBytes) copies += p.sharding.shard_numel() * operand;
     }
     in_bytes = shared + own;
   };
@@ -377,14 +386,11 @@ MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t globa
   d.traits = activation_traits(model);
   const int64_t operand = operand_bytes(model.matmul_dtype);
   d.operand = operand;
-  // fp32: one kept input per group; bf16: a copy per layer, and a copy of each weight.
+  // One kept input per group of layers (in the operand dtype), and a copy of each weight.
   const std::vector<ParamInfo> table = param_table(model, model.vocab_size);
   const BlockWeights w = block_weights(table);
-  auto input_bytes = [&](const std::vector<const ParamInfo*>& group) {
-    return operand == kFloatBytes ? kFloatBytes : operand * static_cast<int64_t>(group.size());
-  };
-  d.attn_in = input_bytes(w.attention_in), d.attn_proj_in = input_bytes(w.attention_out);
-  d.fc_in = input_bytes(w.mlp_in), d.mlp_proj_in = input_bytes(w.mlp_out);
+  d.attn_in = d.attn_proj_in = d.fc_in = d.mlp_proj_in = operand;
+  if (operand != kFloatBytes) d.head_weight_copy = d.vocab * d.C * operand;
   d.sdpa_attention = operand != kFloatBytes && !d.dropout;
   if (operand != kFloatBytes)
     for (const ParamInfo* info : w.all()) d.block_weight_copies += product(info->shape) * operand;

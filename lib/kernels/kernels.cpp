@@ -3,11 +3,13 @@
 #include "kernels/kernels.h"
 
 #include <cmath>
+#include <vector>
 
 #include <ATen/ops/_foreach_norm.h>
 #include <fmt/ranges.h>
 
 #include "kernels/cpu/block_attention.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fused_adamw.h"
 #include "kernels/cpu/fused_attention.h"
 #include "kernels/cpu/fused_gelu.h"
@@ -20,11 +22,12 @@ namespace spmd::kernels {
 // ---- Dense products ----
 
 namespace {
-// x w (+ bias) with operands rounded to `dtype` and the result in x's dtype; autograd-aware.
+// Autocast's product: operands in `dtype` (no copy for those already in it), bias in addmm, the
+// result in `dtype`; autograd-aware.
 at::Tensor reduced_precision_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                                      at::ScalarType dtype) {
-  at::Tensor y = at::mm(x.to(dtype), w.to(dtype)).to(x.scalar_type());
-  return bias.defined() ? y + bias : y;
+  const at::Tensor xr = x.to(dtype), wr = w.to(dtype);
+  return bias.defined() ? at::addmm(bias.to(dtype), xr, wr) : at::mm(xr, wr);
 }
 }  // namespace
 
@@ -32,15 +35,28 @@ at::ScalarType matmul_operand_dtype(MatmulDtype dtype) {
   return dtype == MatmulDtype::kBFloat16 ? at::kBFloat16 : at::kFloat;
 }
 
+at::ScalarType matmul_operand_dtype(MatmulDtype dtype, c10::Device device) {
+  if (device.is_cpu() && !cpu::has_bf16_instructions()) return at::kFloat;
+  return matmul_operand_dtype(dtype);
+}
+
+std::string matmul_dtype_note(MatmulDtype dtype, c10::Device device) {
+  if (dtype != MatmulDtype::kBFloat16) return "matmuls float32";
+  if (matmul_operand_dtype(dtype, device) == at::kBFloat16)
+    return device.is_cpu() ? "matmuls bfloat16 (CPU has avx512_bf16/amx_bf16)" : "matmuls bfloat16";
+  return "matmuls float32: model.matmul_dtype bfloat16 asked, but this CPU lacks bf16 instructions (no avx512_bf16 "
+         "or amx_bf16 in /proc/cpuinfo), where bf16 products would be slower than float32";
+}
+
 at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                          at::ScalarType operand_dtype) {
-  if (operand_dtype == x.scalar_type() && cpu::fused_linear_supports(x, w)) return cpu::fused_linear(x, w, bias);
+  if (operand_dtype == at::kFloat && cpu::fused_linear_supports(x, w)) return cpu::fused_linear(x, w, bias);
   return linear_forward(x, w, bias, operand_dtype);  // here only libtorch ops, which autograd records
 }
 
 at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                           at::ScalarType operand_dtype) {
-  if (operand_dtype != x.scalar_type()) return reduced_precision_product(x, w, bias, operand_dtype);
+  if (c10::isReducedFloatingType(operand_dtype)) return reduced_precision_product(x, w, bias, operand_dtype);
   if (cpu::fused_linear_supports(x, w)) return cpu::fused_linear_forward(x, w, bias);
   return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
 }
@@ -48,11 +64,14 @@ at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Te
 LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy, bool need_dx,
                             bool need_dw, bool need_dbias, at::ScalarType operand_dtype) {
   LinearGrads g;
-  if (operand_dtype != x.scalar_type()) {
+  if (c10::isReducedFloatingType(operand_dtype)) {
     const at::Tensor dy_r = dy.to(operand_dtype);
     if (need_dx) g.dx = at::mm(dy_r, w.to(operand_dtype).t()).to(x.scalar_type());
-    if (need_dw) g.dw = at::mm(x.to(operand_dtype).t(), dy_r).to(x.scalar_type());
-  } else if (cpu::fused_linear_supports(x, w)) {
+    if (need_dw) g.dw = at::mm(x.to(operand_dtype).t(), dy_r).to(w.scalar_type());
+    if (need_dbias) g.dbias = dy.sum(0).to(at::kFloat);  // as addmm's backward: a bf16 sum (float32 inside)
+    return g;
+  }
+  if (cpu::fused_linear_supports(x, w)) {
     g = cpu::fused_linear_backward(x, w, dy, need_dx, need_dw);
   } else {
     if (need_dx) g.dx = at::mm(dy, w.t());
@@ -64,7 +83,7 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
 
 void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy,
                             at::ScalarType operand_dtype) {
-  if (operand_dtype != x.scalar_type()) {
+  if (c10::isReducedFloatingType(operand_dtype)) {  // x and dy may already be in it (bf16 activations)
     dw.add_(at::mm(x.to(operand_dtype).t(), dy.to(operand_dtype)));
   } else if (cpu::fused_linear_supports(x, dw) && dy.device().is_cpu() && dy.scalar_type() == at::kFloat) {
     cpu::fused_accumulate_weight_grad(dw, x, dy);
@@ -76,8 +95,16 @@ void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at:
 // ---- Attention and activation ----
 
 namespace {
-// Q, K, V as (B, H, T, D) views of qkv (B, T, 3, H, D).
-at::Tensor head_major(const at::Tensor& qkv, int64_t which) { return qkv.select(2, which).transpose(1, 2); }
+// Q, K, V as (B, H, T, D) views of qkv (B, T, 3, H, D). One unbind, not three selects: its
+// backward stacks the three gradients in one pass, where each select's would zero a qkv-sized
+// tensor, copy its gradient in and add it to the others'.
+struct HeadMajor {
+  at::Tensor q, k, v;
+};
+HeadMajor head_major(const at::Tensor& qkv) {
+  const std::vector<at::Tensor> parts = qkv.unbind(2);
+  return {parts[0].transpose(1, 2), parts[1].transpose(1, 2), parts[2].transpose(1, 2)};
+}
 
 // The keys each query may not see, (T, S) or, with document starts (B, T), (B, 1, T, S): those
 // after the query's position and, in packed documents, those before its document's start.
@@ -94,15 +121,18 @@ at::Tensor hidden_keys(const at::Tensor& q_positions, int64_t S, const at::Tenso
 at::Tensor explicit_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask,
                                      const at::Tensor& document_starts) {
   const int64_t T = qkv.size(1), D = qkv.size(4);
-  const at::Tensor q = head_major(qkv, 0), k = head_major(qkv, 1), v = head_major(qkv, 2);
+  const auto [q, k, v] = head_major(qkv);
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
   const at::Tensor hidden =
       document_starts.defined()
           ? hidden_keys(at::arange(T, qkv.options().dtype(at::kLong)), T, document_starts)
           : at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
-  at::Tensor probs = at::softmax(scores.masked_fill(hidden, -INFINITY), -1);
-  if (dropout_mask.defined()) probs = (probs * dropout_mask).to(v.scalar_type());  // the mask is float32
-  return at::matmul(probs, v).transpose(1, 2);
+  // The softmax in float32 for bf16 operands (as autocast does), else in their own dtype.
+  const at::ScalarType softmax_dtype =
+      c10::isReducedFloatingType(scores.scalar_type()) ? at::kFloat : scores.scalar_type();
+  at::Tensor probs = at::softmax(scores.masked_fill(hidden, -INFINITY), -1, softmax_dtype);
+  if (dropout_mask.defined()) probs = probs * dropout_mask;  // the mask is float32
+  return at::matmul(probs.to(v.scalar_type()), v).transpose(1, 2);
 }
 }  // namespace
 
@@ -112,17 +142,17 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
               qkv.sizes().vec());
   SPMD_ASSERT((!document_starts.defined() || document_starts.sizes() == at::IntArrayRef({qkv.size(0), qkv.size(1)})),
               "causal_attention: document starts {} for qkv {}", document_starts.sizes().vec(), qkv.sizes().vec());
-  // Reduced-precision operands (bf16): libtorch's attention on them (flash kernels on CUDA, as
-  // PyTorch's autocast runs it), the result back in qkv's dtype.
+  // Reduced-precision operands (bf16): libtorch's attention on them (flash kernels, softmax in
+  // float32 inside, as autocast runs it); the result stays bf16 for the projection after it.
   if (c10::isReducedFloatingType(operand_dtype) && operand_dtype != qkv.scalar_type())
-    return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype, document_starts).to(qkv.scalar_type());
+    return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype, document_starts);
   if (cpu::fused_attention_supports(qkv, dropout_mask, document_starts))
     return cpu::fused_causal_attention(qkv, dropout_mask, document_starts);
   // libtorch's fused attention (flash / memory-efficient on CUDA; packed documents as a boolean
   // mask of the keys taking part). Its own dropout is not a function of global indices, so a
   // mask takes the explicit path.
   if (!dropout_mask.defined()) {
-    const at::Tensor q = head_major(qkv, 0), k = head_major(qkv, 1), v = head_major(qkv, 2);
+    const auto [q, k, v] = head_major(qkv);
     if (!document_starts.defined())
       return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true).transpose(1, 2);
     const int64_t T = qkv.size(1);
@@ -201,7 +231,9 @@ void block_attention_backward(const AttentionBlock& block, const BlockGradients&
 
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
   if (cpu::fused_gelu_supports(h, bias)) return cpu::fused_bias_gelu(h, bias);
-  return at::gelu(bias.defined() ? h + bias : h, "tanh");
+  if (!bias.defined()) return at::gelu(h, "tanh");
+  // A bf16 h takes its bias in bf16 (autocast's: it stays bf16); other dtypes promote as usual.
+  return at::gelu(h + (c10::isReducedFloatingType(h.scalar_type()) ? bias.to(h.scalar_type()) : bias), "tanh");
 }
 
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
@@ -217,6 +249,9 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 void adamw_update(at::Tensor& p, const at::Tensor& g_in, at::Tensor& m, at::Tensor& v, const AdamWScalars& s) {
   if (cpu::fused_adamw_supports(p, g_in, m, v)) {
     cpu::fused_adamw_update(p, g_in, m, v, s);
+    // Written through raw pointers: bump the version as an in-place op would, so copies keyed on
+    // it (the bf16 weight cache) and autograd's saved-tensor checks see the update.
+    p.unsafeGetTensorImpl()->bump_version();
     return;
   }
   const at::Tensor g = s.grad_scale != 1.0 ? g_in * s.grad_scale : g_in;

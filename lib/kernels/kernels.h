@@ -15,13 +15,19 @@ namespace spmd::kernels {
 
 // The operand dtype of a model.matmul_dtype.
 at::ScalarType matmul_operand_dtype(MatmulDtype dtype);
+// The same on `device`: float32 on a CPU without bf16 instructions (AVX512_BF16 / AMX-BF16),
+// where bf16 products are emulated and slower than float32 ones.
+at::ScalarType matmul_operand_dtype(MatmulDtype dtype, c10::Device device);
+// Whether a bfloat16 model.matmul_dtype runs in bf16 on `device` (else float32), and why, for
+// the runtime line.
+std::string matmul_dtype_note(MatmulDtype dtype, c10::Device device);
 
 // x (rows, K) w (K, N) (+ bias (N)), autograd-aware; w may be the transpose of a row-major
-// matrix (a tied (N, K) embedding as the LM head). With an `operand_dtype` other than x's
-// (bfloat16: model.matmul_dtype), the product takes operands rounded to it and returns x's dtype:
-// libtorch's mm accumulates in float32 (oneDNN's bf16 GEMM on CPUs with AVX-512 BF16, cuBLAS on
-// GPUs) and rounds its output to bfloat16, as CPU/GPU autocast does; the backward products
-// likewise. The bias is added in x's dtype.
+// matrix (a tied (N, K) embedding as the LM head). With a reduced `operand_dtype` (bfloat16:
+// model.matmul_dtype) the product has autocast's semantics: x, w and bias are taken in that dtype
+// (a no-op for operands already in it: callers pass weights cast once per step), the bias rides
+// in addmm, and the result is in the operand dtype (libtorch's mm accumulates in float32: oneDNN's
+// bf16 GEMM on CPUs with AVX512_BF16 / AMX, cuBLAS on GPUs); the gradients flow back in it too.
 at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor(),
                          at::ScalarType operand_dtype = at::kFloat);
 
@@ -29,6 +35,8 @@ at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Ten
 // its weight again there instead of keeping it). bias may be undefined.
 at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                           at::ScalarType operand_dtype = at::kFloat);
+// With a reduced operand dtype the backward's products run in it; dx comes back in x's dtype,
+// dw and dbias in float32 (the master weights').
 struct LinearGrads {
   at::Tensor dx, dw, dbias;  // undefined where not asked for; dw has w's layout
 };
@@ -47,7 +55,8 @@ void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at:
 // dropout_mask: undefined, or (B, H, T, T) multipliers of the probabilities (0 or 1/(1-p)):
 // y = (softmax(...) * dropout_mask) V, so dropout is the caller's pure function of global indices
 // on every device. operand_dtype: bf16 (the model's matmul dtype) runs the products on bf16
-// operands (CUDA's flash kernels take them), y back in qkv's dtype; float32 changes nothing.
+// operands (libtorch's flash kernels, softmax in float32 inside) and returns y in bf16, as
+// autocast does; float32 changes nothing.
 // document_starts: undefined, or (B, T) int64, where each position's document starts (packed
 // documents; non-decreasing along a row, <= the position): query i sees keys
 // document_starts[b, i] .. i only (a block-diagonal causal mask).
@@ -78,7 +87,8 @@ BlockAttention block_attention(const AttentionBlock& block);
 // dS = P (dO V^T m - row_dot) / sqrt(D), dQ += dS K, dK += dS^T Q (m: the dropout multipliers).
 void block_attention_backward(const AttentionBlock& block, const BlockGradients& g);
 
-// GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1).
+// GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1). A bf16 h gives
+// bf16 (the bias taken in bf16, as autocast); other dtypes promote as libtorch's add does.
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor());
 
 // Llama's SwiGLU: silu(gate) * up, elementwise.

@@ -22,7 +22,8 @@ class ModelOps {
   virtual at::Tensor dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
                            int64_t contracted_dims) = 0;
 
-  // LayerNorm over x's last dim with the named scale and bias ("" for none).
+  // LayerNorm over x's last dim with the named scale and bias ("" for none). The norms compute in
+  // float32 and return the matmul operand dtype (model.matmul_dtype: their output feeds matmuls).
   virtual at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias,
                                 double eps) = 0;
 
@@ -61,7 +62,7 @@ class ModelOps {
   // whose keys and values k, v (B, S, H, D) hold -> (B, T, H, D). No dropout.
   virtual at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) = 0;
 
-  // Llama's SwiGLU: silu(gate) * up.
+  // Llama's SwiGLU: silu(gate) * up, in the inputs' dtype (bf16 between bf16 matmuls).
   virtual at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) = 0;
 
   // GPT-2's tanh-approximate GELU of h + the named bias ("" for none) over h's last dim.

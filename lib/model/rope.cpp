@@ -43,7 +43,8 @@ RopeAngles rope_angles(const at::Tensor& positions, const at::Tensor& inverse_fr
 at::Tensor apply_rope(const at::Tensor& x, const RopeAngles& angles) {
   const int64_t half = x.size(-1) / 2;
   const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * angles.cos + rotated * angles.sin;
+  // In float32 (the angles'), the result in x's dtype: bf16 q and k stay bf16 for attention.
+  return (x * angles.cos + rotated * angles.sin).to(x.scalar_type());
 }
 
 }  // namespace spmd

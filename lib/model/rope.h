@@ -18,7 +18,8 @@ struct RopeAngles {
 };
 RopeAngles rope_angles(const at::Tensor& positions, const at::Tensor& inverse_frequencies);
 
-// x (B, T, H, D) rotated by the angles: x cos + rotate_half(x) sin, rotate_half(x) = [-x2, x1].
+// x (B, T, H, D) rotated by the angles: x cos + rotate_half(x) sin, rotate_half(x) = [-x2, x1];
+// computed in float32, returned in x's dtype.
 at::Tensor apply_rope(const at::Tensor& x, const RopeAngles& angles);
 
 }  // namespace spmd

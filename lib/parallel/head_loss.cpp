@@ -52,23 +52,25 @@ HeadPass run_head(const at::Tensor& x_in, const at::Tensor& stored, const at::Te
   const at::Tensor x = x_in.contiguous();
   const int64_t N = x.size(0);
   HeadPass pass;
-  pass.losses = at::empty({N}, x.options());
+  pass.losses = at::empty({N}, x.options().dtype(at::kFloat));  // the loss in float32 whatever x's dtype
   at::Tensor dtable;
   {
     const at::Tensor table = gathered_table(stored, head);  // (V_local, C)
     const int64_t V = table.size(0);
     SPMD_ASSERT(table.size(1) == x.size(1), "head: x has {} features, the table {}", x.size(1), table.size(1));
     // The products' (C, V_local) operand, rounded to the operand dtype once for all chunks.
-    const at::Tensor w = table.to(head.operand_dtype).t();
+    const at::Tensor w = (head.operand_table.defined() ? head.operand_table : table.to(head.operand_dtype)).t();
     const int64_t valid_local = std::clamp<int64_t>(head.valid_vocab - head.vocab_offset, 0, V);
     const int64_t rows = head.chunk_rows > 0 ? head.chunk_rows : head_chunk_rows(V, N, x.is_cuda());
     if (need_dx) pass.dx = at::empty_like(x);
-    if (need_dtable) dtable = at::zeros({V, x.size(1)}, x.options());
+    if (need_dtable) dtable = at::zeros({V, x.size(1)}, table.options());  // float32, as the master table
     for (int64_t start = 0; start < N; start += rows) {
       const int64_t n = std::min(rows, N - start);
       const at::Tensor xc = x.narrow(0, start, n);
       const at::Tensor tc = targets.narrow(0, start, n);
-      at::Tensor z = kernels::linear_forward(xc, w, at::Tensor(), head.operand_dtype);  // (n, V_local)
+      // (n, V_local) logits: the product in the operand dtype (bf16 as autocast rounds it), the
+      // log-softmax and its gradient in float32.
+      at::Tensor z = kernels::linear_forward(xc, w, at::Tensor(), head.operand_dtype).to(at::kFloat);
       if (valid_local < V) z.narrow(1, valid_local, V - valid_local).fill_(-INFINITY);
       const at::Tensor local_target = tc - head.vocab_offset;
       const at::Tensor scored = tc >= 0;

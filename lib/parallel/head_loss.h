@@ -31,10 +31,15 @@ struct HeadShard {
   FsdpPrefetcher* prefetcher = nullptr;
   size_t fsdp_index = 0;
   at::ScalarType operand_dtype = at::kFloat;  // the products' operands (model.matmul_dtype)
+  // Where defined: the stored (V_local, C) table already in operand_dtype (bf16 matmuls: the copy
+  // made once per optimizer update); else the table (or its gather) is cast at each call.
+  at::Tensor operand_table;
   int64_t chunk_rows = 0;           // 0: head_chunk_rows(V_local, rows, on a GPU)
 };
 
-// Mean cross-entropy over the N rows of x (N, C) against targets (N,) int64 global ids, as a
+// Mean cross-entropy over the N rows of x (N, C) (float32, or bf16 activations with a bf16
+// operand_dtype: the products in bf16, the log-softmax, the loss and the table's gradient in
+// float32, x's gradient in x's dtype) against targets (N,) int64 global ids, as a
 // scalar on every member of the group; a negative target scores nothing (its row adds 0 to the
 // sum, which is still divided by N). Gradients flow to x and to `table` (the stored table, or its
 // FSDP shard).

@@ -56,6 +56,13 @@ at::Tensor ParallelOps::param(const std::string& name) {
   return is_fsdp(name) ? fsdp_param(fsdp_weight(name)) : shard(name);
 }
 
+at::Tensor ParallelOps::matmul_param(const std::string& name) {
+  const at::ScalarType dtype = matmul_dtype();
+  // A gathered (FSDP) weight is cast where it is gathered, inside fsdp_linear.
+  if (dtype == at::kFloat || is_fsdp(name)) return param(name);
+  return model_.param_as(model_.index_of(name), dtype);
+}
+
 at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
                               int64_t contracted_dims) {
   const auto& layout = layout_of(weight);
@@ -65,7 +72,10 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   auto in_tp = layout.input_tp_axes();
   auto out_tp = layout.output_tp_axes();
   const std::vector<int64_t> w_shape = layout.gathered_shape();  // as computed with (FSDP dims gathered)
-  at::Tensor input = x;
+  const at::ScalarType operands = matmul_dtype();
+  // Tensor-parallel collectives carry float32 (a bf16 input's gradient is all-reduced over the
+  // group: summed in float32, as one process sums it).
+  at::Tensor input = out_tp.empty() ? x : x.to(at::kFloat);
   // Column-parallel: the replicated input fans out to shards of the output features.
   // Under sequence parallelism the input is this rank's slice of the sequence: gather it.
   if (!out_tp.empty())
@@ -78,16 +88,17 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
   for (size_t d = 0; d < n; ++d) k *= w_shape[d];
   at::Tensor x2 = input.reshape({-1, k});  // (rows, K)
   const bool fold_bias = !bias.empty() && in_tp.empty();
-  at::Tensor b = fold_bias ? param(bias).reshape({-1}) : at::Tensor();
+  at::Tensor b = fold_bias ? matmul_param(bias).reshape({-1}) : at::Tensor();
   at::Tensor y;
   if (is_fsdp(weight)) {
-    y = fsdp_linear(x2, fsdp_weight(weight), /*transposed=*/false, b, matmul_dtype());
+    y = fsdp_linear(x2, fsdp_weight(weight), /*transposed=*/false, b, operands);
   } else {
-    y = kernels::dense_product(x2, param(weight).reshape({k, -1}), b, matmul_dtype());  // (K, N) weight
+    y = kernels::dense_product(x2, matmul_param(weight).reshape({k, -1}), b, operands);  // (K, N) weight
   }
-  y = y.view(out_shape);
+  y = y.view(out_shape);  // bf16 matmuls: bf16, for the next matmul (or the float32 residual add)
   // Row-parallel: each shard of the input features gives a partial sum.
   // Under sequence parallelism each rank keeps the sum for its slice of the sequence only.
+  if (!in_tp.empty()) y = y.to(at::kFloat);  // each partial sum rounded once, summed in float32
   if (!in_tp.empty())
     y = sequence_parallel() ? reduce_scatter_sequence_to_group(y, group(in_tp)) : reduce_from_group(y, group(in_tp));
   if (!bias.empty() && !fold_bias) y = y + param(bias);
@@ -113,13 +124,16 @@ at::Tensor ParallelOps::embed(const std::string& table, const at::Tensor& ids) {
 }
 
 at::Tensor ParallelOps::local_logits(const at::Tensor& x2, const std::string& table) {
-  if (is_fsdp(table)) return fsdp_linear(x2, fsdp_weight(table), /*transposed=*/true, at::Tensor(), matmul_dtype());
-  return kernels::dense_product(x2, param(table).t(), at::Tensor(), matmul_dtype());  // the (V_local, C) table as W^T
+  if (is_fsdp(table))
+    return fsdp_linear(x2, fsdp_weight(table), /*transposed=*/true, at::Tensor(), matmul_dtype()).to(at::kFloat);
+  // The (V_local, C) table as W^T; the logits in float32 for the loss and sampling.
+  return kernels::dense_product(x2, matmul_param(table).t(), at::Tensor(), matmul_dtype()).to(at::kFloat);
 }
 
 at::Tensor ParallelOps::tied_head_logits(const at::Tensor& x, const std::string& table) {
   const Group& vocab_group = group(layout_of(table).tp_axes[0]);
-  at::Tensor logits = local_logits(copy_to_group(x, vocab_group), table);  // (B, V_local)
+  const at::Tensor x32 = vocab_group.size() > 1 ? x.to(at::kFloat) : x;  // collectives carry float32
+  at::Tensor logits = local_logits(copy_to_group(x32, vocab_group), table);  // (B, V_local)
   if (vocab_group.size() > 1) logits = vocab_group.all_gather(logits, 1);  // the shards in the axis' order
   return logits.narrow(1, 0, model_.layout().model.vocab_size);             // padding rows dropped
 }
@@ -133,7 +147,9 @@ ParallelOps::HeadInput ParallelOps::head_input(const at::Tensor& x, const std::s
   const auto& layout = layout_of(table);
   const auto& vocab_tp = layout.tp_axes[0];
   const Group& vocab_group = group(vocab_tp);
-  const at::Tensor full = sequence_parallel() ? gather_sequence_from_group(x, vocab_group) : copy_to_group(x, vocab_group);
+  const at::Tensor x32 = vocab_group.size() > 1 ? x.to(at::kFloat) : x;  // collectives carry float32
+  const at::Tensor full =
+      sequence_parallel() ? gather_sequence_from_group(x32, vocab_group) : copy_to_group(x32, vocab_group);
   HeadShard head;
   const int64_t columns = layout.gathered_shape()[0];  // this rank's vocabulary ids (FSDP dims gathered)
   head.vocab_offset = model_.layout().mesh.index_along(model_.comm().rank(), vocab_tp) * columns;
@@ -145,6 +161,12 @@ ParallelOps::HeadInput ParallelOps::head_input(const at::Tensor& x, const std::s
     head.prefetcher = prefetcher();
   }
   head.operand_dtype = matmul_dtype();
+  // bf16: the stored table's copy made once per optimizer update, outside autograd (the head
+  // makes the table's float32 gradient itself); an FSDP table is cast where it is gathered.
+  if (head.gathers.empty() && head.operand_dtype != at::kFloat) {
+    at::NoGradGuard no_grad;
+    head.operand_table = matmul_param(table);
+  }
   // Under context parallelism x holds this rank's chunks of the sequence: so must the targets.
   const at::Tensor local_targets = context_parallel() ? take_context_chunks(targets, 1, context_split()) : targets;
   return {full.reshape({-1, x.size(-1)}), local_targets.reshape({-1}), std::move(head)};
@@ -165,12 +187,15 @@ at::Tensor ParallelOps::tied_head_row_losses(const at::Tensor& x, const std::str
 
 at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) {
   at::Tensor b = bias.empty() ? at::Tensor() : param(bias);
-  if (is_fsdp(weight)) return fsdp_layer_norm(x, fsdp_weight(weight), b, eps);
-  return at::layer_norm(x, {x.size(-1)}, param(weight), b, eps);
+  // Statistics and affine map in float32; the output feeds a matmul: in its operand dtype.
+  if (is_fsdp(weight)) return fsdp_layer_norm(x, fsdp_weight(weight), b, eps).to(matmul_dtype());
+  return at::layer_norm(x, {x.size(-1)}, param(weight), b, eps).to(matmul_dtype());
 }
 
 at::Tensor ParallelOps::rms_norm(const at::Tensor& x, const std::string& weight, double eps) {
-  return kernels::rms_norm(x, param(weight), eps);  // FSDP: param() gathers the scale
+  // Statistics in float32 (FSDP: param() gathers the scale); the output feeds a matmul: in its
+  // operand dtype.
+  return kernels::rms_norm(x, param(weight), eps).to(matmul_dtype());
 }
 
 at::Tensor ParallelOps::positions(int64_t length, int64_t first_position, const at::Tensor& document_starts) {
@@ -219,8 +244,9 @@ ContextSplit ParallelOps::context_split() const {
   return {layout.cp_size(), layout.cp_index(model_.comm().rank())};
 }
 
-at::Tensor ParallelOps::context_attention(const at::Tensor& qkv, const std::string& dropout_site,
+at::Tensor ParallelOps::context_attention(const at::Tensor& qkv_in, const std::string& dropout_site,
                                           const at::Tensor& document_starts) {
+  const at::Tensor qkv = qkv_in.to(at::kFloat);  // context-parallel attention runs in float32
   // The probabilities' rows are this rank's query positions (head-tail), their columns every key
   // position in order: the rows of the one-process (B, H, T, T) mask at those positions.
   static const std::vector<std::string> kProbs{"batch", "heads", "seq", ""};
@@ -246,7 +272,7 @@ at::Tensor ParallelOps::context_attention(const at::Tensor& qkv, const std::stri
 at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) {
   // Not recomputed under selective remat: the fused kernel keeps one tensor (its derivative) the
   // size of its input, which recomputation would have to keep instead.
-  return kernels::bias_gelu(h, bias.empty() ? at::Tensor() : param(bias));
+  return kernels::bias_gelu(h, bias.empty() ? at::Tensor() : matmul_param(bias));
 }
 
 at::Tensor ParallelOps::swiglu(const at::Tensor& gate, const at::Tensor& up) { return kernels::swiglu(gate, up); }

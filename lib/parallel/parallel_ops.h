@@ -91,8 +91,15 @@ class ParallelOps : public ModelOps {
   // body(x), recomputed in backward; the body lives as long as this ParallelOps (its graph's).
   at::Tensor recomputed(const at::Tensor& x, RecomputedBody body);
   FsdpPrefetcher* prefetcher() const { return &model_.fsdp_prefetcher(); }
-  // The operand dtype of dense products (model.matmul_dtype).
-  at::ScalarType matmul_dtype() const { return kernels::matmul_operand_dtype(model_.layout().model.matmul_dtype); }
+  // The operand dtype of dense products (model.matmul_dtype; float32 on a CPU without bf16
+  // instructions). bf16: activations between matmuls stay bf16; the residual stream, LayerNorm's
+  // statistics, the loss and the optimizer stay float32.
+  at::ScalarType matmul_dtype() const {
+    return kernels::matmul_operand_dtype(model_.layout().model.matmul_dtype, model_.comm().device());
+  }
+  // A parameter as a matmul operand: in matmul_dtype(), cast once per optimizer update (the
+  // model's cache); FSDP-gathered ones in float32 (fsdp_linear casts the gathered weight).
+  at::Tensor matmul_param(const std::string& name);
 
   ShardedModel& model_;
   uint64_t seed_;

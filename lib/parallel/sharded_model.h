@@ -10,6 +10,7 @@
 
 #include "comm/communicator.h"
 #include "parallel/fsdp_prefetch.h"
+#include "parallel/param_cast_cache.h"
 #include "parallel/layout.h"
 
 namespace spmd {
@@ -38,6 +39,8 @@ class ShardedModel {
   const FsdpPrefetcher& fsdp_prefetcher() const { return *prefetcher_; }
   // How parameter i becomes the tensor layers compute with: empty unless FSDP over a group > 1.
   FsdpGathers fsdp_gathers(size_t i) const;
+  // Parameter i (this rank's block) in `dtype`, cast once per optimizer update (bf16 matmuls).
+  at::Tensor param_as(size_t i, at::ScalarType dtype) { return casts_.get(i, params_[i], dtype); }
   // How many attention forwards sent keys and values around the context axes (the ring), as
   // opposed to gathering them: summary.json shows which exchange ran.
   int64_t ring_attention_forwards() const { return ring_attention_forwards_; }
@@ -51,6 +54,7 @@ class ShardedModel {
   Communicator* comm_;
   std::vector<at::Tensor> params_;
   std::unique_ptr<FsdpPrefetcher> prefetcher_;
+  ParamCastCache casts_;
   int64_t ring_attention_forwards_ = 0;
 };
 

@@ -9,6 +9,7 @@
 
 #include "comm/backend.h"
 #include "kernels/cpu/blas_library.h"
+#include "kernels/kernels.h"
 #include "optim/lr_schedule.h"
 #include "parallel/grad_sync.h"
 #include "parallel/layout.h"
@@ -103,7 +104,9 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
                           : std::make_unique<Communicator>(rendezvous, layout.mesh, runtime);
   // Every rank picks its BLAS now (a timed choice), not inside the first step's parallel region.
   const std::string blas = kernels::cpu::blas_description();
-  if (s.comm->rank() == 0) fmt::print("{}; BLAS {}\n", s.comm->runtime().reason, blas);  // after the ranks compared GPUs
+  const std::string matmuls = kernels::matmul_dtype_note(config.model.matmul_dtype, s.comm->device());
+  if (s.comm->rank() == 0)  // after the ranks compared GPUs
+    fmt::print("{}; BLAS {}; {}\n", s.comm->runtime().reason, blas, matmuls);
   const int64_t dp_size = layout.dp_size(), dp_index = layout.dp_index(s.comm->rank());
   s.loader = std::make_unique<DataLoader>(std::move(training_sources), config.data.batch_size, config.model.block_size,
                                           config.train.seed, dp_index, dp_size, /*prefetch=*/2,

@@ -1,12 +1,15 @@
 // The Llama family on the rules GPT-2's meshes use: every mesh reproduces one process to float
 // rounding (data, FSDP, tensor + sequence parallel, 1F1B and interleaved pipelines, context
 // parallelism all-gathered and by ring, recomputation, hybrids), tied and untied heads, and key/value
-// heads that do not divide over their axis exit 2 before launch, naming model.n_kv_head.
+// heads that do not divide over their axis exit 2 before launch, naming model.n_kv_head; bf16
+// matmuls stay within bf16 rounding of float32 and meshes follow one process in bf16.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "training_fixture.h"
 
 using namespace spmd::test;
@@ -85,6 +88,30 @@ TEST_CASE("llama: context parallelism (all-gather and ring, with data and tensor
                                    "[embed, null], [kv, null]]"),
                               {"--set", "runtime.context_exchange=ring"})},
   });
+}
+
+TEST_CASE("llama: bfloat16 matmuls stay within bf16 rounding of float32, and meshes follow one process") {
+  // RMSNorm's statistics, the rotary angles and the loss stay float32; q/k/v, attention, gate/up,
+  // SwiGLU and down run in bf16. One process in bf16 stays within a few bf16 roundings of fp32;
+  // meshes round each row-parallel partial sum to bf16 before the all-reduce (not bit for bit).
+  TinyRun run;
+  const auto base = with(kTinyLlama, kShort);
+  const auto bf16 = with(base, {"--set", "model.matmul_dtype=bfloat16"});
+  const Curve fp32 = train(run, run.dir.file("fp32"), base);
+  const Curve single = train(run, run.dir.file("bf16-single"), bf16);
+  MESSAGE("llama bf16 vs fp32, one process: max relative loss difference " << max_rel_diff(single, fp32));
+  check_same_curve(single, fp32, 2e-3);
+  CHECK(std::abs(single.loss.back() - fp32.loss.back()) <= 1e-2);
+  // Without bf16 instructions the CPU keeps float32 matmuls (the runtime line says so).
+  if (spmd::kernels::cpu::has_bf16_instructions()) CHECK(max_rel_diff(single, fp32) > 0);
+  for (const auto& [name, args] : std::vector<Case>{
+           {"tp-sp-2", mesh("[1,2]", "[data,model]", kSequenceParallel)},
+           {"fsdp-2", with(mesh_args(test_mesh("fsdp-8")), {"--set", "mesh.shape=[2]"})}}) {
+    CAPTURE(name);
+    const Curve curve = train(run, run.dir.file("bf16-" + name), with(bf16, args));
+    MESSAGE(name << " vs one process, both bf16: max relative loss difference " << max_rel_diff(curve, single));
+    check_same_curve(curve, single, 1e-3);
+  }
 }
 
 TEST_CASE("llama: key/value heads that do not divide over the tensor axis exit 2 before launch") {

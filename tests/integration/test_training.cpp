@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/cpu_features.h"
 #include "training_fixture.h"
 
 using namespace spmd::test;
@@ -147,7 +148,9 @@ TEST_CASE("training: bfloat16 matmuls follow the single process on TP, DP and FS
   Curve single = train(run, run.dir.file("bf16-single"), bf16);
   MESSAGE("bf16 vs fp32, one process: max relative loss difference " << max_rel_diff(single, fp32));
   check_same_curve(single, fp32, 2e-3);
-  CHECK(max_rel_diff(single, fp32) > 0);  // the option is in effect
+  CHECK(std::abs(single.loss.back() - fp32.loss.back()) <= 1e-2);  // the final loss
+  // The option is in effect (without bf16 instructions the CPU keeps float32 matmuls).
+  if (spmd::kernels::cpu::has_bf16_instructions()) CHECK(max_rel_diff(single, fp32) > 0);
   for (const auto& [name, shape, axes, rules] : {TestMesh{"hybrid-2x2", "[2,2]", "[data,model]", kTpRules},
                                                  TestMesh{"fsdp-4", "[4]", "[fsdp]", test_mesh("fsdp-8").rules}}) {
     CAPTURE(name);

@@ -47,3 +47,29 @@ TEST_CASE("fused gelu: extremes, zeros and a non-contiguous input") {
   CHECK(at::allclose(fused_bias_gelu(strided), at::gelu(strided, "tanh"), 1e-5, 1e-6));
   CHECK_FALSE(fused_gelu_supports(strided.to(at::kDouble)));
 }
+
+TEST_CASE("fused gelu: bfloat16 storage is the float32 kernel on the widened inputs, rounded once") {
+  // bf16 matmuls keep the MLP's activation in bf16: the kernel widens, computes in float32 and
+  // rounds the output (and the saved derivative) to bf16.
+  at::manual_seed(12);
+  const at::Tensor x = (at::randn({7, 129}) * 3).to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor bias = at::randn({129}).to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor g = at::randn({7, 129}).to(at::kBFloat16);
+  CHECK(fused_gelu_supports(x, bias));
+  CHECK_FALSE(fused_gelu_supports(x, bias.detach().to(at::kFloat)));  // mixed dtypes: not this kernel
+  const at::Tensor out = fused_bias_gelu(x, bias);
+  CHECK((out.scalar_type() == at::kBFloat16));
+  const at::Tensor x32 = x.detach().to(at::kFloat).requires_grad_(true);
+  const at::Tensor b32 = bias.detach().to(at::kFloat).requires_grad_(true);
+  const at::Tensor ref = fused_bias_gelu(x32, b32);
+  const double bf16_ulp = 1.0 / 128;
+  CHECK(at::allclose(out.to(at::kFloat), ref, bf16_ulp, 1e-6));
+  CHECK_FALSE(at::equal(out.to(at::kFloat), ref));  // the output is rounded: bf16 storage in effect
+  auto grads = torch::autograd::grad({out}, {x, bias}, {g});
+  auto ref_grads = torch::autograd::grad({ref}, {x32, b32}, {g.to(at::kFloat)});
+  CHECK((grads[0].scalar_type() == at::kBFloat16));
+  CHECK(at::allclose(grads[0].to(at::kFloat), ref_grads[0], 2 * bf16_ulp, 1e-5));  // derivative and product rounded
+  // The bias gradient sums 7 rounded rows: bounded by the sum of their magnitudes.
+  const at::Tensor bound = (ref_grads[0].abs().sum(0) * 3 * bf16_ulp) + 1e-5;
+  CHECK(((grads[1].to(at::kFloat) - ref_grads[1]).abs() <= bound).all().item<bool>());
+}

@@ -81,16 +81,16 @@ TEST_CASE("fused linear: what it does not take") {
   CHECK_FALSE(fused_linear_supports(x.to(at::kDouble), at::randn({6, 3}, at::kDouble)));
   CHECK_FALSE(fused_linear_supports(x, at::randn({5, 3})));                // K mismatch
   CHECK_FALSE(fused_linear_supports(x, at::randn({6, 6, 2}).select(2, 0)));  // strided both ways
-  // dense_product() hands those to libtorch instead, with float32 operands (its default): the
-  // result is the float64 product up to float32 rounding of the operands, also near zero.
+  // dense_product() hands those to libtorch instead (float32 operand dtype, its default, leaves
+  // float64 operands as they are): the float64 product.
   at::Tensor xd = x.to(at::kDouble), wd = at::randn({6, 3}, at::kDouble), bd = at::randn({3}, at::kDouble);
   CHECK(at::allclose(dense_product(xd, wd, bd), at::addmm(bd, xd, wd), 1e-5, 1e-5));
   CHECK(at::allclose(dense_product(xd, wd), at::mm(xd, wd), 1e-5, 1e-5));
 }
 
 TEST_CASE("bfloat16 operands: dense_product and linear_forward/backward vs products of the rounded operands") {
-  // The reference: float64 products of the operands rounded to bfloat16, the result rounded once
-  // more (libtorch's bf16 mm writes bf16). Tolerance: two bf16 roundings of the result (2^-8 each)
+  // The reference: float64 products of the operands (and bias) rounded to bfloat16, the result
+  // rounded once more: autocast's semantics, the result stays bf16 (libtorch's bf16 addmm). Tolerance: two bf16 roundings of the result (2^-8 each)
   // relative to the sum of |terms|, which bounds the accumulation error too.
   at::manual_seed(11);
   const int64_t M = 48, K = 40, N = 24;
@@ -104,21 +104,23 @@ TEST_CASE("bfloat16 operands: dense_product and linear_forward/backward vs produ
     at::Tensor stored = (transposed ? at::randn({N, K}) : at::randn({K, N})).requires_grad_(true);
     at::Tensor bias = at::randn({N}).requires_grad_(true);
     at::Tensor w = transposed ? stored.t() : stored;
-    at::Tensor dy = at::randn({M, N});
+    at::Tensor dy = at::randn({M, N}).to(at::kBFloat16);  // the gradient of a bf16 output is bf16
 
     at::Tensor y = dense_product(x, w, bias, at::kBFloat16);
-    CHECK((y.scalar_type() == at::kFloat));
-    at::Tensor want = at::mm(rounded(x), rounded(w)) + bias.detach().to(at::kDouble);
+    CHECK((y.scalar_type() == at::kBFloat16));
+    at::Tensor want = at::mm(rounded(x), rounded(w)) + rounded(bias);
     CHECK(close(y, want, at::mm(rounded(x).abs(), rounded(w).abs()) + bias.detach().abs().to(at::kDouble)));
     // And it is not the float32 product: bf16 rounding shows at this size.
-    CHECK_FALSE(at::equal(y, at::addmm(bias, x, w)));
+    CHECK_FALSE(at::equal(y.to(at::kFloat), at::addmm(bias, x, w)));
 
     auto grads = torch::autograd::grad({y}, {x, stored, bias}, {dy});
     at::Tensor dx_want = at::mm(rounded(dy), rounded(w).t());
     at::Tensor dw_want = at::mm(rounded(x).t(), rounded(dy));
     CHECK(close(grads[0], dx_want, at::mm(rounded(dy).abs(), rounded(w).abs().t())));
     CHECK(close(transposed ? grads[1].t() : grads[1], dw_want, at::mm(rounded(x).abs().t(), rounded(dy).abs())));
-    CHECK(at::allclose(grads[2], dy.sum(0)));
+    // The gradients land in the float32 parameters' dtype; the bias's is a sum of bf16 rows.
+    CHECK((grads[0].scalar_type() == at::kFloat && grads[1].scalar_type() == at::kFloat));
+    CHECK(close(grads[2], rounded(dy).sum(0), rounded(dy).abs().sum(0)));
 
     // The autograd-free pair used by the FSDP layers computes the same products.
     at::NoGradGuard no_grad;

@@ -2,7 +2,8 @@
 // computation, autograd through the full logits: the loss and the gradients of x and the table in
 // float32 to 1e-6, with padding columns (never scored, their rows' gradient zero), ignored
 // (negative) targets, and chunks of 1, 3, the default and more rows than there are; the per-row
-// losses; a loss gradient other than 1; bf16 operands against the products of rounded operands.
+// losses; a loss gradient other than 1; bf16 operands against the products of rounded operands,
+// on a float32 or a bf16 input.
 // Several members of a vocab-parallel group and FSDP shards: tests/workers/collectives_worker.cpp.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -121,6 +122,30 @@ TEST_CASE("head cross-entropy with bf16 operands: against the products of the ro
   CHECK((grads[1].scalar_type() == at::kFloat));
   CHECK(max_relative(grads[0], want_grads[0]) <= 2e-2);
   CHECK(max_relative(grads[1], want_grads[1]) <= 2e-2);
+}
+
+TEST_CASE("head cross-entropy on bf16 activations: float32 loss and table gradient, x's gradient in bf16") {
+  // bf16 matmuls hand the head a bf16 input (the final norm's output): the products run on it, the
+  // log-softmax and the loss in float32; the same numbers as a float32 x rounded to bf16.
+  const Group self;
+  const Problem p = problem(15);
+  const at::Tensor x16 = p.x.detach().to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor want = reference_loss(p, at::kBFloat16);
+  const auto want_grads = torch::autograd::grad({want}, {p.x, p.table});
+  for (int64_t rows : {int64_t{5}, int64_t{0}}) {
+    CAPTURE(rows);
+    const at::Tensor loss = head_cross_entropy(x16, p.table, p.targets, one_member(self, rows, at::kBFloat16));
+    CHECK((loss.scalar_type() == at::kFloat));
+    CHECK(std::abs(loss.item<double>() - want.item<double>()) <= 1e-3 * std::abs(want.item<double>()));
+    const auto grads = torch::autograd::grad({loss}, {x16, p.table});
+    CHECK((grads[0].scalar_type() == at::kBFloat16));
+    CHECK((grads[1].scalar_type() == at::kFloat));
+    CHECK(max_relative(grads[0].to(at::kFloat), want_grads[0]) <= 2e-2);
+    CHECK(max_relative(grads[1], want_grads[1]) <= 2e-2);
+    const at::Tensor tokens = head_token_losses(x16, p.table, p.targets, one_member(self, rows, at::kBFloat16));
+    CHECK((tokens.scalar_type() == at::kFloat));
+    CHECK(std::abs(tokens.sum().item<double>() / kRows - want.item<double>()) <= 1e-3 * std::abs(want.item<double>()));
+  }
 }
 
 TEST_CASE("head chunk rows: 32 MiB of logits on a CPU, 1 GiB and at most half the rows on a GPU, a multiple of 8, at least 8") {

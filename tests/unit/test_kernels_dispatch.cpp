@@ -2,11 +2,15 @@
 // the fused CPU kernel (float32; checked to be that kernel's result) and (b) where it must take
 // the device-generic path (float64, or operands the fused kernel does not take).
 #include <cmath>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/cpu/fused_adamw.h"
 #include "kernels/cpu/fused_attention.h"
@@ -98,6 +102,22 @@ TEST_CASE("kernels::dense_product and linear_forward/backward: fused float32 and
   CHECK((kernels::matmul_operand_dtype(MatmulDtype::kFloat32) == at::kFloat));
 }
 
+TEST_CASE("kernels::matmul_operand_dtype: bf16 on a CPU only with bf16 instructions, and the runtime line says which") {
+  // Read /proc/cpuinfo here independently of cpu_features.cpp: any line listing either flag.
+  std::ifstream in("/proc/cpuinfo");
+  const std::string info((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool has = info.find(" avx512_bf16") != std::string::npos || info.find(" amx_bf16") != std::string::npos;
+  CHECK(kernels::cpu::has_bf16_instructions() == has);
+  const at::ScalarType on_cpu = kernels::matmul_operand_dtype(MatmulDtype::kBFloat16, c10::Device(c10::kCPU));
+  CHECK((on_cpu == (has ? at::kBFloat16 : at::kFloat)));
+  CHECK((kernels::matmul_operand_dtype(MatmulDtype::kFloat32, c10::Device(c10::kCPU)) == at::kFloat));
+  CHECK((kernels::matmul_operand_dtype(MatmulDtype::kBFloat16, c10::Device(c10::kCUDA, 0)) == at::kBFloat16));
+  const std::string note = kernels::matmul_dtype_note(MatmulDtype::kBFloat16, c10::Device(c10::kCPU));
+  MESSAGE(note);
+  CHECK(note.find(has ? "matmuls bfloat16" : "lacks bf16 instructions") != std::string::npos);
+  CHECK(kernels::matmul_dtype_note(MatmulDtype::kFloat32, c10::Device(c10::kCPU)) == "matmuls float32");
+}
+
 TEST_CASE("kernels::accumulate_weight_grad: dw += x^T dy in both layouts, fused float32, generic float64, bf16") {
   at::manual_seed(6);
   for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
@@ -137,7 +157,7 @@ TEST_CASE("kernels::causal_attention: fused float32 and generic float64, with an
   CHECK_FALSE(kernels::cpu::fused_attention_supports(qkv, mask.to(at::kDouble)));
 }
 
-TEST_CASE("kernels::causal_attention: bfloat16 operands (model.matmul_dtype) within bf16 tolerance, float32 out") {
+TEST_CASE("kernels::causal_attention: bfloat16 operands (model.matmul_dtype) within bf16 tolerance, bf16 out") {
   at::manual_seed(5);
   const int64_t B = 2, T = 33, H = 2, D = 16;
   const at::Tensor qkv = at::randn({B, T, 3, H, D}).requires_grad_(true);
@@ -149,8 +169,8 @@ TEST_CASE("kernels::causal_attention: bfloat16 operands (model.matmul_dtype) wit
     const at::Tensor g_ref = torch::autograd::grad({y_ref}, {qkv}, {grad_out.to(at::kDouble)})[0];
     const at::Tensor y = kernels::causal_attention(qkv, mask, at::kBFloat16);
     const at::Tensor g = torch::autograd::grad({y}, {qkv}, {grad_out})[0];
-    CHECK((y.scalar_type() == at::kFloat));
-    CHECK((g.scalar_type() == at::kFloat));
+    CHECK((y.scalar_type() == at::kBFloat16));  // autocast's semantics: stays bf16 for the projection
+    CHECK((g.scalar_type() == at::kFloat));     // back in qkv's dtype
     // bf16 keeps 8 significant bits: errors of a few 1e-3 relative to the outputs' scale (~1).
     const double y_err = (y.to(at::kDouble) - y_ref).abs().max().item<double>();
     const double g_err = (g.to(at::kDouble) - g_ref).abs().max().item<double>() / g_ref.abs().max().item<double>();

@@ -150,7 +150,8 @@ void check_group(const Group& g, const std::string& label) {
     expect_close(name + " grad x", x.grad(), xs[r].grad());
     expect_close(name + " grad shard", shard.grad(), shards[r].grad());
     // The bias is replicated: each member's gradient is its own part of the sum.
-    expect_close(name + " grad bias", bias.grad(), data_for(r, {4, 6}, 1.5).sum(0));
+    // With bf16 operands the output is bf16, so is its gradient: the bias's sums bf16 rows.
+    expect_close(name + " grad bias", bias.grad(), data_for(r, {4, 6}, 1.5).to(dtype).sum(0).to(at::kFloat));
   }
   // fsdp_linear transposed (the tied LM head): the shards are columns (dim 1) of a (V, K) table.
   {

@@ -1,10 +1,14 @@
 // Fused bias + tanh-GELU. gelu(z) = z * s, s = sigmoid(2u), u = k0 (z + k1 z^3);
 // gelu'(z) = s + z s (1 - s) 2 k0 (1 + 3 k1 z^2). The forward pass writes gelu'(z) next to y
-// (it shares s), so backward is one multiply and keeps no input alive.
+// (it shares s), so backward is one multiply and keeps no input alive. float32 or bfloat16 storage
+// (bf16 matmuls): bf16 is widened to float32 for the arithmetic and rounded (to nearest even) on
+// the way out, so a bf16 activation is read and written once.
 #include "kernels/cpu/fused_gelu.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
@@ -30,42 +34,83 @@ inline float sigmoid_2u(float z) {
   return 1.0f / (1.0f + vecmath::exp_approx(-2.0f * u));
 }
 
-template <bool kBias, bool kGrad>
-inline void gelu_row(const float* x, const float* bias, float* y, float* grad, int64_t cols) {
+// bfloat16 as its raw bits: the upper half of a float32 (integer ops, which GCC vectorizes).
+inline float widen(float v) { return v; }
+inline float widen(uint16_t v) {
+  const uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline void narrow(float& out, float v) { out = v; }
+inline void narrow(uint16_t& out, float v) {  // round to nearest even, as at::BFloat16 does
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  out = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+template <typename T, bool kBias, bool kGrad>
+inline void gelu_row(const T* x, const T* bias, T* y, T* grad, int64_t cols) {
   for (int64_t c = 0; c < cols; ++c) {
-    const float z = kBias ? x[c] + bias[c] : x[c];
+    const float z = kBias ? widen(x[c]) + widen(bias[c]) : widen(x[c]);
     const float s = sigmoid_2u(z);
-    y[c] = z * s;
-    if constexpr (kGrad) grad[c] = s + z * s * (1.0f - s) * (2.0f * kSqrt2OverPi) * (1.0f + 3.0f * kCubic * z * z);
+    narrow(y[c], z * s);
+    if constexpr (kGrad)
+      narrow(grad[c], s + z * s * (1.0f - s) * (2.0f * kSqrt2OverPi) * (1.0f + 3.0f * kCubic * z * z));
   }
 }
 
 // y[r, c] = gelu(z), z = x[r, c] + bias[c], over rows [r0, r1) of (rows, cols); and, when
 // `grad` is not null, grad[r, c] = gelu'(z). bias may be null.
+// Forced inline: each clone below must get its own vectorized copy of the loop (GCC does not
+// inline a function this size into a target_clones body by itself; called out of line it runs
+// the default target's scalar code, ~2x slower).
+template <typename T>
+__attribute__((always_inline)) inline void gelu_rows_of(const T* x, const T* bias, T* y, T* grad, int64_t r0, int64_t r1, int64_t cols) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    T* gr = grad ? grad + r * cols : nullptr;
+    if (bias && grad) gelu_row<T, true, true>(xr, bias, yr, gr, cols);
+    else if (bias) gelu_row<T, true, false>(xr, bias, yr, gr, cols);
+    else if (grad) gelu_row<T, false, true>(xr, bias, yr, gr, cols);
+    else gelu_row<T, false, false>(xr, bias, yr, gr, cols);
+  }
+}
+// One clone set per storage type (target_clones does not take templates).
 SPMD_VECTOR_CLONES
 void gelu_rows(const float* x, const float* bias, float* y, float* grad, int64_t r0, int64_t r1, int64_t cols) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const float* xr = x + r * cols;
-    float* yr = y + r * cols;
-    float* gr = grad ? grad + r * cols : nullptr;
-    if (bias && grad) gelu_row<true, true>(xr, bias, yr, gr, cols);
-    else if (bias) gelu_row<true, false>(xr, bias, yr, gr, cols);
-    else if (grad) gelu_row<false, true>(xr, bias, yr, gr, cols);
-    else gelu_row<false, false>(xr, bias, yr, gr, cols);
-  }
+  gelu_rows_of(x, bias, y, grad, r0, r1, cols);
+}
+SPMD_VECTOR_CLONES
+void gelu_rows(const uint16_t* x, const uint16_t* bias, uint16_t* y, uint16_t* grad, int64_t r0, int64_t r1,
+               int64_t cols) {
+  gelu_rows_of(x, bias, y, grad, r0, r1, cols);
 }
 
 // Rows per task: about at::internal::GRAIN_SIZE elements.
 int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(cols, 1)); }
 
+// T's elements of t (float, or bf16's bits).
+template <typename T>
+T* elements(const at::Tensor& t) {
+  if constexpr (std::is_same_v<T, float>) return t.data_ptr<float>();
+  else return reinterpret_cast<T*>(t.data_ptr<at::BFloat16>());
+}
+
 // y = gelu(x + bias) and, if `grad` is defined, grad = gelu'(x + bias); x contiguous.
-void gelu_into(const at::Tensor& x, const at::Tensor& bias, at::Tensor& y, at::Tensor* grad) {
+template <typename T>
+void gelu_into_of(const at::Tensor& x, const at::Tensor& bias, at::Tensor& y, at::Tensor* grad) {
   const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
-  const float* x_p = x.data_ptr<float>();
-  const float* b_p = bias.numel() > 0 ? bias.data_ptr<float>() : nullptr;
-  float* y_p = y.data_ptr<float>();
-  float* g_p = grad ? grad->data_ptr<float>() : nullptr;
+  const T* x_p = elements<T>(x);
+  const T* b_p = bias.numel() > 0 ? elements<T>(bias) : nullptr;
+  T* y_p = elements<T>(y);
+  T* g_p = grad ? elements<T>(*grad) : nullptr;
   at::parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) { gelu_rows(x_p, b_p, y_p, g_p, r0, r1, cols); });
+}
+void gelu_into(const at::Tensor& x, const at::Tensor& bias, at::Tensor& y, at::Tensor* grad) {
+  if (x.scalar_type() == at::kBFloat16) gelu_into_of<uint16_t>(x, bias, y, grad);
+  else gelu_into_of<float>(x, bias, y, grad);
 }
 
 using torch::autograd::AutogradContext;
@@ -92,13 +137,15 @@ struct FusedBiasGelu : torch::autograd::Function<FusedBiasGelu> {
 }  // namespace
 
 bool fused_gelu_supports(const at::Tensor& x, const at::Tensor& bias) {
-  const bool x_ok = x.dim() >= 1 && x.device().is_cpu() && x.scalar_type() == at::kFloat;
+  const bool x_ok = x.dim() >= 1 && x.device().is_cpu() &&
+                    (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
   if (!x_ok || !bias.defined()) return x_ok;
-  return bias.dim() == 1 && bias.size(0) == x.size(-1) && bias.device().is_cpu() && bias.scalar_type() == at::kFloat;
+  return bias.dim() == 1 && bias.size(0) == x.size(-1) && bias.device().is_cpu() &&
+         bias.scalar_type() == x.scalar_type();
 }
 
 at::Tensor fused_bias_gelu(const at::Tensor& x, const at::Tensor& bias) {
-  SPMD_ASSERT(fused_gelu_supports(x, bias), "fused_bias_gelu: needs float32 x and bias of size x.size(-1) on CPU; "
+  SPMD_ASSERT(fused_gelu_supports(x, bias), "fused_bias_gelu: needs float32 or bf16 x and bias of size x.size(-1) on CPU; "
               "got bias of {} elements for rows of {}", bias.defined() ? bias.numel() : 0, x.dim() ? x.size(-1) : 0);
   const at::Tensor b = bias.defined() ? bias : at::empty({0}, x.options());
   if (at::GradMode::is_enabled() && (x.requires_grad() || b.requires_grad())) return FusedBiasGelu::apply(x, b);

@@ -7,8 +7,8 @@
 
 namespace spmd::kernels::cpu {
 
-// Whether fused_bias_gelu takes x (float32 on CPU) and bias (undefined, or float32 of size
-// x.size(-1) on CPU); otherwise use at::gelu(x + bias, "tanh").
+// Whether fused_bias_gelu takes x (float32 or bfloat16 on CPU) and bias (undefined, or of x's
+// dtype and size x.size(-1) on CPU); otherwise use at::gelu(x + bias, "tanh").
 bool fused_gelu_supports(const at::Tensor& x, const at::Tensor& bias = at::Tensor());
 
 // gelu_tanh(x + bias), bias undefined or of size x.size(-1) (broadcast over the leading dims).
