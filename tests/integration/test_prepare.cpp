@@ -27,16 +27,22 @@ using spmd::test::TempDir;
 double peak_memory_mb(const std::vector<std::string>& argv) {
   spmd::test::RunningProcess p = spmd::test::start_process(argv);
   const std::string status_path = "/proc/" + std::to_string(p.pid) + "/status";
+  // Until the child has exec'd, its status is the forked test process's (hundreds of MB here):
+  // only samples under the program's own name (status truncates it to 15 characters) count.
+  const std::string program = std::filesystem::path(argv.front()).filename().string().substr(0, 15);
   double peak_kb = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   for (bool running = true; running && std::chrono::steady_clock::now() < deadline;) {
     std::ifstream status(status_path);
     running = false;
-    for (std::string line; std::getline(status, line);)
+    bool exec_done = false;
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("Name:", 0) == 0) exec_done = line.substr(line.find_first_not_of(" \t", 5)) == program;
       if (line.rfind("VmHWM:", 0) == 0) {
-        peak_kb = std::max(peak_kb, std::stod(line.substr(6)));
+        if (exec_done) peak_kb = std::max(peak_kb, std::stod(line.substr(6)));
         running = true;  // a process that has exited (a zombie) has no VmHWM line
       }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   auto result = spmd::test::finish_process(p, 60);
