@@ -18,8 +18,7 @@ steps=${4:-3}
 batch=${5:-64}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$after/app/spmd-prepare" --input /usr/share/games/fortunes --out "$work/data" --vocab byte --val-fraction 0.1 \
-  --exclude '*.dat' '*.u8' 'off' '.*' --quiet
+bash bench/fortunes_bytes.sh "$after" "$work/data"
 lscpu | grep -E '^Model name' || true
 data=(--set model.vocab_size=256 --set data.train="$work/data/train.bin" --set data.val="$work/data/val.bin"
       --set model.dropout=0 --set data.batch_size="$batch")

@@ -20,8 +20,7 @@ steps=${3:-10}
 stages=${4:-4}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$build/app/spmd-prepare" --input /usr/share/games/fortunes --out "$work/data" --vocab byte --val-fraction 0.1 \
-  --exclude '*.dat' '*.u8' 'off' '.*' --quiet
+bash bench/fortunes_bytes.sh "$build" "$work/data"
 lscpu | grep -E '^Model name' || true
 for ((r = 1; r <= rounds; r++)); do
   for variant in 1f1b interleaved; do

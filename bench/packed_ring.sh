@@ -21,8 +21,7 @@ steps=${3:-6}
 config=configs/bench/long-context.yaml
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$build/app/spmd-prepare" --input /usr/share/games/fortunes --out "$work/data" --vocab byte --val-fraction 0.1 \
-  --exclude '*.dat' '*.u8' 'off' '.*' --quiet
+bash bench/fortunes_bytes.sh "$build" "$work/data"
 lscpu | grep -E '^Model name' || true
 echo "load average before: $(cat /proc/loadavg)"
 others="[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]"
