@@ -7,7 +7,7 @@
 #   docker run --rm spmd-train spmd-inspect --config configs/hybrid-4x2.yaml
 #
 # Without a Docker engine (as on the project's machines), buildah builds the same file:
-#   ../shared/tools/seed-base-image
+#   buildah pull debian:bookworm     # once; offline, load a saved image instead
 #   buildah --storage-driver vfs bud --pull-never --isolation chroot -t spmd-train .
 # tests/docker/build_and_train.sh does that and trains 3 steps inside. docs/docker.md has more.
 # The GPU (CUDA + NCCL) variant is Dockerfile.cuda.

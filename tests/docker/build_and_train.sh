@@ -15,11 +15,12 @@
 # the cache).
 #
 # Skips (exit 0, "SKIPPED: ...") where buildah is missing or the base image debian:bookworm is not
-# in local storage and cannot be seeded. Seeding uses ../shared/tools/seed-base-image, the shared
-# folder beside the repository (CI has it at ../shared too). Only this optional test uses it:
-# nothing in the project's build, tests or programs depends on the shared folder.
+# in local storage and cannot be fetched. Where it is missing the test runs SPMD_SEED_BASE_IMAGE (a
+# command of yours that puts debian:bookworm into buildah's local storage, e.g. one that loads a
+# saved archive on an offline host), or else tries `buildah pull docker.io/library/debian:bookworm`.
 #
-# Environment: SPMD_IMAGE (tag, default spmd-train), SPMD_DOCKER_RMI=1 removes the image afterwards.
+# Environment: SPMD_IMAGE (tag, default spmd-train), SPMD_DOCKER_RMI=1 removes the image afterwards,
+# SPMD_SEED_BASE_IMAGE (above).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root=$(pwd)
@@ -37,11 +38,15 @@ has_base() {
   "${B[@]}" images --format '{{.Name}}:{{.Tag}}' 2>/dev/null | grep -qx 'docker.io/library/debian:bookworm'
 }
 if ! has_base; then
-  seed="$(dirname "$root")/shared/tools/seed-base-image"
-  [[ -x "$seed" ]] || skip "debian:bookworm is not in buildah's local storage and $seed is not there to seed it"
-  echo "docker test: seeding debian:bookworm with $seed"
-  "$seed" || skip "could not seed debian:bookworm (no Debian mirror reachable?)"
-  has_base || skip "seeding did not produce debian:bookworm"
+  if [[ -n "${SPMD_SEED_BASE_IMAGE:-}" ]]; then
+    echo "docker test: seeding debian:bookworm with: $SPMD_SEED_BASE_IMAGE"
+    bash -c "$SPMD_SEED_BASE_IMAGE" || skip "SPMD_SEED_BASE_IMAGE failed: $SPMD_SEED_BASE_IMAGE"
+  else
+    echo "docker test: pulling debian:bookworm"
+    "${B[@]}" pull docker.io/library/debian:bookworm >/dev/null 2>&1 ||
+      skip "debian:bookworm is not in buildah's local storage and could not be pulled (offline? set SPMD_SEED_BASE_IMAGE)"
+  fi
+  has_base || skip "debian:bookworm is still not in buildah's local storage"
 fi
 
 log_dir=$(mktemp -d)
