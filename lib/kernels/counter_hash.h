@@ -44,19 +44,22 @@ struct BlockIndex {
   int rank;
 };
 
-// The global index of the block's element `local` (its row-major index within the block).
+// The global index of the block's element `local` (its row-major index within the block, below
+// the block's element count): a division and a remainder per dimension but the first.
 SPMD_HOST_DEVICE uint64_t global_index(const BlockIndex& block, uint64_t local) {
   uint64_t global = 0;
 #ifdef __CUDACC_RTC__
 #pragma unroll
 #endif
-  for (int d = kMaxBlockRank - 1; d >= 0; --d) {
+  for (int d = kMaxBlockRank - 1; d >= 1; --d) {
     if (d < block.rank) {  // a fixed trip count: the kernel keeps the fields in registers
       const uint64_t n = static_cast<uint64_t>(block.shape[d]);
       global += (local % n + static_cast<uint64_t>(block.offset[d])) * static_cast<uint64_t>(block.global_stride[d]);
       local /= n;
     }
   }
+  if (block.rank > 0)  // what is left of `local` is the first dimension's coordinate
+    global += (local + static_cast<uint64_t>(block.offset[0])) * static_cast<uint64_t>(block.global_stride[0]);
   return global;
 }
 
