@@ -1,11 +1,13 @@
 # Finds libtorch: the torch wheel that scripts/setup installs into .venv-torch2 (scripts/build points
 # CMAKE_PREFIX_PATH at it), and decides whether CUDA and NCCL are built in (SPMD_WITH_CUDA).
 #
-# The project compiles no CUDA kernels: a CUDA build only includes c10/cuda, ATen/cuda and c10d's
-# NCCL headers and links libtorch_cuda, libc10_cuda, cudart and NCCL. PyPI's Linux wheel ships all
-# of that: libtorch_cuda in torch/lib, and the CUDA runtime (cuda_runtime_api.h, libcudart) and NCCL
-# (nccl.h, libnccl) with their headers in its nvidia-* packages beside torch (site-packages/nvidia:
-# cu13/ for CUDA 13 wheels; cuda_runtime/ and nccl/ for CUDA 12 ones). So where the wheel has them,
+# The project compiles no CUDA kernels at build time (lib/kernels/cuda's are compiled at run time by
+# NVRTC, whose nvrtc.h and libnvrtc the wheel ships too): a CUDA build only includes c10/cuda,
+# ATen/cuda, nvrtc.h and c10d's NCCL headers and links libtorch_cuda, libc10_cuda, cudart and
+# NCCL. PyPI's Linux wheel ships all of that: libtorch_cuda in torch/lib, and the CUDA runtime
+# (cuda_runtime_api.h, libcudart), NVRTC and NCCL (nccl.h, libnccl) with their headers in its
+# nvidia-* packages beside torch (site-packages/nvidia: cu13/ for CUDA 13 wheels; cuda_runtime/,
+# cuda_nvrtc/ and nccl/ for CUDA 12 ones). So where the wheel has them,
 # CUDA is built from the wheel alone, with no CUDA toolkit (no nvcc), through an imported target
 # made here, whether or not a toolkit is installed: every host then gets the same build, from the
 # very headers of the cudart and NCCL that libtorch_cuda loads (a toolkit of another CUDA version,
@@ -87,8 +89,14 @@ else()
   endforeach()
   find_path(_spmd_cuda_cccl_include_dir nv/target PATHS ${_spmd_cccl_dirs} ${SPMD_CCCL_INCLUDE_DIR} NO_DEFAULT_PATH
             NO_CACHE)
+  # nvrtc.h: the GPU kernels are compiled at run time (lib/kernels/cuda); beside cuda_runtime_api.h
+  # in CUDA 13 wheels, in nvidia/cuda_nvrtc/include in CUDA 12 ones.
+  find_path(_spmd_nvrtc_include_dir nvrtc.h PATHS ${_spmd_nvidia_include_dirs} NO_DEFAULT_PATH NO_CACHE)
+  if(NOT _spmd_nvrtc_include_dir)
+    list(APPEND _spmd_wheel_missing "nvidia/*/include/nvrtc.h")
+  endif()
   set(_spmd_cuda_include_dirs "${_spmd_cudart_include_dir}")
-  foreach(_dir IN ITEMS "${_spmd_cuda_crt_include_dir}" "${_spmd_cuda_cccl_include_dir}")
+  foreach(_dir IN ITEMS "${_spmd_cuda_crt_include_dir}" "${_spmd_cuda_cccl_include_dir}" "${_spmd_nvrtc_include_dir}")
     if(_dir AND NOT _dir IN_LIST _spmd_cuda_include_dirs)
       list(APPEND _spmd_cuda_include_dirs "${_dir}")
     endif()

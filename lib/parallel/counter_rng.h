@@ -24,8 +24,9 @@ double uniform_draw(uint64_t seed, uint64_t stream, uint64_t index);
 at::Tensor dropout_mask_block(const std::vector<int64_t>& local_shape, const std::vector<int64_t>& global_shape,
                               const std::vector<int64_t>& offset, uint64_t seed, uint64_t stream, double p);
 
-// The same mask bit for bit, made with ATen integer ops on `device` (a GPU draws it where it is
-// used: no host work, no copy). dropout_mask_block, hand-vectorized, stays the faster on the CPU.
+// The same mask bit for bit, drawn on `device`: on a GPU by one NVRTC-compiled kernel
+// (kernels/cuda/counter_dropout.h) on the current stream, no host work and no copy; on the CPU by
+// dropout_mask_block. Both take each element from kernels/counter_hash.h.
 at::Tensor dropout_mask_block_on(c10::Device device, const std::vector<int64_t>& local_shape,
                                  const std::vector<int64_t>& global_shape, const std::vector<int64_t>& offset,
                                  uint64_t seed, uint64_t stream, double p);

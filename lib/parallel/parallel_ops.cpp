@@ -301,11 +301,10 @@ at::Tensor ParallelOps::dropout_multipliers(at::IntArrayRef shape, c10::Device d
   }
   const uint64_t stream = stream_id(fmt::format("{}@step{}", site, step_));
   const double p = layout.model.dropout;
-  // Drawn where x lives: the hand-vectorized loop on the CPU, ATen integer ops on a GPU (no host
-  // work, no copy); both give the same bits.
+  // Drawn where x lives: the hand-vectorized loop on the CPU, one kernel on a GPU (no host work,
+  // no copy); both give the same bits.
   auto draw = [&](const std::vector<int64_t>& block_local, const std::vector<int64_t>& block_offset) {
-    return device.is_cpu() ? dropout_mask_block(block_local, global, block_offset, seed_, stream, p)
-                           : dropout_mask_block_on(device, block_local, global, block_offset, seed_, stream, p);
+    return dropout_mask_block_on(device, block_local, global, block_offset, seed_, stream, p);
   };
   if (seq_dim < 0) return draw(local, offset);
   // Two blocks along the sequence: the rank's chunks at their global positions.

@@ -1,7 +1,11 @@
 // The device-side pieces a GPU step runs, against their CPU forms: the dropout mask drawn on the
-// GPU (same bits), the foreach gradient norm (double accumulation), the fused AdamW, and packed
-// documents' attention (SDPA with a block-diagonal causal mask).
+// GPU by the NVRTC-compiled kernel (same bits), the foreach gradient norm (double accumulation),
+// the fused AdamW, and packed documents' attention (SDPA with a block-diagonal causal mask).
 #include <ATen/ATen.h>
+#ifdef SPMD_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "kernels/kernels.h"
 #include "optim/adamw.h"
@@ -16,12 +20,54 @@ using spmd::test::skip_without_gpu;
 
 TEST_CASE("cuda kernels: the dropout mask drawn on the GPU has the CPU's bits") {
   if (skip_without_gpu()) return;
-  const std::vector<int64_t> global{8, 12, 256, 256}, local{4, 6, 256, 256}, offset{4, 6, 0, 0};
-  const at::Tensor cpu = dropout_mask_block(local, global, offset, 42, stream_id("h.3.attn_dropout@step7"), 0.1);
-  const at::Tensor gpu =
-      dropout_mask_block_on(c10::Device(c10::kCUDA, 0), local, global, offset, 42, stream_id("h.3.attn_dropout@step7"), 0.1);
-  CHECK(gpu.is_cuda());
+  // The NVRTC kernel (kernels/cuda/counter_dropout.cuh) against the CPU loop, every bit: a 4-D
+  // attention block at offsets in every dimension, 2-D and 3-D activations, odd sizes, a 0-dim and
+  // an empty block, several p.
+  struct Block {
+    std::vector<int64_t> global, local, offset;
+  };
+  const std::vector<Block> blocks{
+      {{8, 12, 256, 256}, {4, 6, 256, 256}, {4, 6, 0, 0}},
+      {{5, 7, 33, 65}, {2, 3, 17, 31}, {3, 2, 9, 30}},
+      {{6, 70}, {3, 35}, {2, 35}},
+      {{4, 6, 70}, {2, 3, 35}, {1, 0, 35}},
+      {{64, 12, 1024, 1024}, {1, 2, 3, 1024}, {63, 10, 1021, 0}},  // global indices past 2^32
+      {{}, {}, {}},
+      {{4, 0, 8}, {2, 0, 8}, {1, 0, 0}},
+  };
+  const c10::Device cuda(c10::kCUDA, 0);
+  for (double p : {0.1, 0.5, 0.9}) {
+    for (const Block& b : blocks) {
+      CAPTURE(p);
+      CAPTURE(b.local);
+      CAPTURE(b.offset);
+      const uint64_t stream = stream_id("h.3.attn_dropout@step7");
+      const at::Tensor cpu = dropout_mask_block(b.local, b.global, b.offset, 42, stream, p);
+      const at::Tensor gpu = dropout_mask_block_on(cuda, b.local, b.global, b.offset, 42, stream, p);
+      CHECK(gpu.is_cuda());
+      CHECK(gpu.sizes() == cpu.sizes());
+      CHECK(at::equal(gpu.cpu(), cpu));
+    }
+  }
+}
+
+TEST_CASE("cuda kernels: a GPU dropout mask of more than 2^24 elements, on a side stream, has the CPU's bits") {
+  if (skip_without_gpu()) return;
+#ifdef SPMD_WITH_CUDA  // (skip_without_gpu stops a build without CUDA above)
+  // 3 x 12 x 1024 x 1024 = 37.7M elements: many grid-stride rounds per thread.
+  const std::vector<int64_t> global{8, 12, 1024, 1024}, local{3, 12, 1024, 1024}, offset{5, 0, 0, 0};
+  const c10::Device cuda(c10::kCUDA, 0);
+  const at::Tensor cpu = dropout_mask_block(local, global, offset, 8, 1, 0.2);
+  // Drawn on the current stream: a side stream's work is ordered by that stream alone.
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);
+  at::Tensor gpu;
+  {
+    const c10::cuda::CUDAStreamGuard guard(side);
+    gpu = dropout_mask_block_on(cuda, local, global, offset, 8, 1, 0.2);
+  }
+  side.synchronize();
   CHECK(at::equal(gpu.cpu(), cpu));
+#endif
 }
 
 TEST_CASE("cuda kernels: the foreach gradient norm equals the CPU's double sum") {

@@ -1,0 +1,67 @@
+// The GPU kernels' source compiles under NVRTC, with no GPU: libnvrtc runs on the host (the torch
+// wheel ships it), so a typo in a kernel or in the header it shares with the CPU
+// (kernels/counter_hash.h) fails here, on every CUDA build, not first on a GPU host.
+#include <string>
+
+#include "util/error.h"
+#ifdef SPMD_WITH_CUDA
+#include "kernels/cuda/counter_dropout.h"
+#endif
+
+// libtorch pulls in glog, whose CHECK would silently replace doctest's.
+#undef CHECK
+#include <doctest/doctest.h>
+
+#include "skip.h"
+
+TEST_CASE("nvrtc: the dropout-mask kernel compiles to PTX for compute_80 and compute_90 without a GPU") {
+#ifndef SPMD_WITH_CUDA
+  SPMD_SKIP("built without CUDA (" SPMD_CUDA_OFF_REASON "): no NVRTC kernels");
+#else
+  using namespace spmd::kernels::cuda;
+  const std::string why = nvrtc_unavailable();
+  if (!why.empty()) SPMD_SKIP(why);
+  for (const std::string arch : {"80", "90"}) {
+    CAPTURE(arch);
+    const std::string ptx = nvrtc_compile(counter_dropout_source(), "compute_" + arch);
+    CHECK(ptx.find(".entry spmd_counter_dropout_mask(") != std::string::npos);
+    CHECK(ptx.find(".target sm_" + arch) != std::string::npos);
+  }
+#endif
+}
+
+TEST_CASE("nvrtc: a GPU's architecture, a binary where NVRTC knows it, else PTX for the newest below") {
+#ifndef SPMD_WITH_CUDA
+  SPMD_SKIP("built without CUDA (" SPMD_CUDA_OFF_REASON "): no NVRTC kernels");
+#else
+  using namespace spmd::kernels::cuda;
+  const std::string why = nvrtc_unavailable();
+  if (!why.empty()) SPMD_SKIP(why);
+  CHECK(nvrtc_architecture(9, 0) == "sm_90");                 // an H100 / H200
+  const std::string future = nvrtc_architecture(99, 9);       // a GPU newer than this NVRTC
+  CHECK(future.rfind("compute_", 0) == 0);
+  CHECK(std::stoi(future.substr(8)) >= 90);
+  CHECK_THROWS_AS(nvrtc_architecture(1, 0), spmd::RuntimeError);  // older than any it knows
+#endif
+}
+
+TEST_CASE("nvrtc: a kernel that does not compile fails with NVRTC's log, naming the source") {
+#ifndef SPMD_WITH_CUDA
+  SPMD_SKIP("built without CUDA (" SPMD_CUDA_OFF_REASON "): no NVRTC kernels");
+#else
+  using namespace spmd::kernels::cuda;
+  const std::string why = nvrtc_unavailable();
+  if (!why.empty()) SPMD_SKIP(why);
+  NvrtcSource broken = counter_dropout_source();
+  broken.name = "broken.cuh";
+  broken.text += "\nextern \"C\" __global__ void spmd_broken(float* out) { out[0] = undeclared_name; }\n";
+  try {
+    nvrtc_compile(broken, "compute_80");
+    FAIL("a kernel with an undeclared name compiled");
+  } catch (const spmd::RuntimeError& e) {
+    const std::string message = e.what();
+    CHECK(message.find("could not compile broken.cuh for compute_80") != std::string::npos);
+    CHECK(message.find("undeclared_name") != std::string::npos);  // the compile log itself
+  }
+#endif
+}
