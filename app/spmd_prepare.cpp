@@ -46,10 +46,12 @@ std::string describe_vocab(const spmd::DatasetMeta& meta) {
   switch (meta.vocab) {
     case spmd::VocabKind::kByte: return "byte";
     case spmd::VocabKind::kChar: return "char";
-    case spmd::VocabKind::kBpe:
+    case spmd::VocabKind::kBpe: {
+      const std::string files =
+          meta.tokenizer_json.empty() ? meta.vocab_file + " + " + meta.merges_file : meta.tokenizer_json;
       return fmt::format("byte-level BPE from {}, {} merges, <|endoftext|> = {}; tokenizer in {}",
-                         meta.tokenizer_source, meta.bpe->merges().size(), meta.eot_token,
-                         meta.tokenizer_json.empty() ? meta.vocab_file + " + " + meta.merges_file : meta.tokenizer_json);
+                         meta.tokenizer_source, meta.bpe->merges().size(), meta.eot_token, files);
+    }
   }
   return "?";
 }

@@ -34,8 +34,11 @@ auto with_key(const std::string& key, F&& check) {
 
 int64_t max_token(const TokenDataset& data) {
   int64_t most = 0;
-  for (const auto& f : data.files())
-    most = std::max(most, f.visit([&](const auto* t) { return static_cast<int64_t>(*std::max_element(t, t + f.num_tokens())); }));
+  for (const auto& f : data.files()) {
+    const int64_t file_most =
+        f.visit([&](const auto* t) { return static_cast<int64_t>(*std::max_element(t, t + f.num_tokens())); });
+    most = std::max(most, file_most);
+  }
   return most;
 }
 

@@ -98,8 +98,9 @@ TEST_CASE("prepare: bpe: a tokenizer of 70000 ids writes uint32 files and llm.c 
   for (double loss : curve.loss) CHECK(std::isfinite(loss));
   // The shards, blended with the flat files: both uint32 formats in one run (and the tiny run's
   // uint16 val.bin beside them).
-  const std::string blend = "[{name: flat, path: " + dir.file("flat/train.bin") + ", weight: 1}, {name: shards, path: '" +
-                            dir.file("shards/train_*.bin") + "', weight: 1, val: '" + dir.file("shards/val_*.bin") + "'}]";
+  const std::string blend = "[{name: flat, path: " + dir.file("flat/train.bin") +
+                            ", weight: 1}, {name: shards, path: '" + dir.file("shards/train_*.bin") +
+                            "', weight: 1, val: '" + dir.file("shards/val_*.bin") + "'}]";
   const spmd::test::Curve blended = spmd::test::train(
       run, dir.file("out-blend"), with(wide, {"--set", "data.train=null", "--set", "data.sources=" + blend}));
   CHECK(blended.loss.size() == 3);

@@ -221,7 +221,9 @@ TEST_CASE("data: every malformed uint32 token file is refused naming the file, w
     std::vector<const char*> words;  // the message must contain each
   };
   std::vector<Bad> cases = {
-      {"v1.bin", llmc_header(20240801, 1, 600) + bytes_of(tokens), {"version 1", "magic 20240801", "expected 7", "uint32"}},
+      {"v1.bin",
+       llmc_header(20240801, 1, 600) + bytes_of(tokens),
+       {"version 1", "magic 20240801", "expected 7", "uint32"}},
       {"v7_magic1.bin", llmc_header(20240520, 7, 600) + bytes_of(tokens), {"version 7", "expected 1", "uint16"}},
       {"count.bin", llmc_header(20240801, 7, 601) + bytes_of(tokens), {"header says 601 tokens", "holds 600 uint32"}},
       {"count16.bin", llmc_header(20240801, 7, 1200) + bytes_of(tokens), {"header says 1200", "holds 600"}},
