@@ -111,4 +111,12 @@ TEST_CASE("prepare: bpe: a tokenizer of 70000 ids writes uint32 files and llm.c 
                                                  "model.vocab_size=65536"}));
   spmd::test::check_failed_with(small, 2, "but model.vocab_size = 65536");
   CHECK(small.output.find("says vocab_size 70000") != std::string::npos);
+  // A cut uint32 shard is refused before training, naming it and what its header says.
+  std::filesystem::create_directories(dir.file("cut"));
+  const std::string shard = spmd::test::read_file(dir.file("shards/train_000000.bin"));
+  spmd::test::write_file(dir.file("cut/train_000000.bin"), shard.substr(0, shard.size() - 4));
+  auto cut = spmd::test::run_train(run, dir.file("out-cut"),
+                                   with(wide, {"--set", "data.train=" + dir.file("cut/train_000000.bin")}));
+  spmd::test::check_failed_with(cut, 2, dir.file("cut/train_000000.bin") + ": truncated or corrupt llm.c shard");
+  CHECK(cut.output.find("header says 600 tokens, file holds 599 uint32 tokens") != std::string::npos);
 }
