@@ -46,10 +46,12 @@ std::string describe_vocab(const spmd::DatasetMeta& meta) {
   switch (meta.vocab) {
     case spmd::VocabKind::kByte: return "byte";
     case spmd::VocabKind::kChar: return "char";
-    case spmd::VocabKind::kBpe:
-      return fmt::format("byte-level BPE from {}, {} merges, <|endoftext|> = {}; tokenizer in {} + "
-                         "{}",
-                         meta.tokenizer_source, meta.bpe->merges().size(), meta.eot_token, meta.vocab_file, meta.merges_file);
+    case spmd::VocabKind::kBpe: {
+      const std::string files =
+          meta.tokenizer_json.empty() ? meta.vocab_file + " + " + meta.merges_file : meta.tokenizer_json;
+      return fmt::format("byte-level BPE from {}, {} merges, <|endoftext|> = {}; tokenizer in {}",
+                         meta.tokenizer_source, meta.bpe->merges().size(), meta.eot_token, files);
+    }
   }
   return "?";
 }
@@ -81,7 +83,8 @@ void setup_corpus_options(CLI::App& app, PrepareArgs& args) {
       ->check(CLI::Range(1, 1024));
   auto* shards = app.add_option("--shard-tokens", opt.shard_tokens,
                                 "Write llm.c shards of this many tokens (train_000000.bin, ...; "
-                                "val first: val_000000.bin, ...) instead of train.bin/val.bin")
+                                "val first: val_000000.bin, ...) instead of train.bin/val.bin; "
+                                "GPT-2's uint16 shards, Llama 3's uint32 ones past 65536 ids")
                      ->check(CLI::Range(int64_t{1}, int64_t{2147483647}));
   auto* val_tokens = app.add_option("--val-tokens", opt.val_tokens,
                                     "Tokens kept for val (default with --shard-tokens: one shard)")
@@ -125,11 +128,12 @@ int run_prepare(PrepareArgs& args) {
   install_interrupt_handlers();
   opt.cancelled = [] { return g_interrupted != 0; };
   spmd::DatasetMeta meta = spmd::prepare(opt);
-  fmt::print("spmd-prepare: {} file(s), {} documents -> {}: vocab_size {} ({}), {} {} tokens, {} {} "
+  fmt::print("spmd-prepare: {} file(s), {} documents -> {}: vocab_size {} ({}), {} tokens{}, {} {} tokens, {} {} "
              "tokens\n",
              meta.sources.size(), meta.documents, opt.out_dir, meta.vocab_size, describe_vocab(meta),
-             meta.train_file, meta.train_tokens, meta.val_file.empty() ? "val" : meta.val_file,
-             meta.val_tokens);
+             spmd::dtype_name(meta.token_width),
+             meta.token_width == spmd::TokenWidth::kU32 ? " (more than 65536 ids)" : "", meta.train_file,
+             meta.train_tokens, meta.val_file.empty() ? "val" : meta.val_file, meta.val_tokens);
   if (meta.skipped_bad_lines > 0 || meta.non_utf8_documents > 0)
     fmt::print("spmd-prepare: skipped {} malformed JSON line(s); {} document(s) not valid UTF-8, "
                "encoded as bytes\n",

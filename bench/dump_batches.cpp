@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
     }
     const spmd::Config c = spmd::load_config(config_path, overrides);
     if (steps <= 0) steps = c.train.steps;
+    SPMD_CHECK(c.model.vocab_size <= 65536, "model.vocab_size {} has ids past uint16, the rows' type (nanogpt_eager.py "
+               "reads uint16)", c.model.vocab_size);
     std::unique_ptr<spmd::DataLoader> loader = spmd::make_training_loader(c, 0, 1, /*prefetch=*/0);
     std::ofstream out(out_path, std::ios::binary);
     SPMD_CHECK(out.good(), "cannot write {}", out_path);

@@ -48,12 +48,34 @@ void bpe_from_json(const nlohmann::json& j, const std::string& origin, DatasetMe
   meta.vocab_size = j.at("vocab_size").get<int64_t>();
 }
 
+// The width "dtype" names, or nullopt without one; UsageError for any other value.
+std::optional<TokenWidth> dtype_of(const nlohmann::json& j, const std::string& origin) {
+  if (!j.is_object() || !j.contains("dtype")) return std::nullopt;
+  const auto& dtype = j.at("dtype");
+  for (TokenWidth w : {TokenWidth::kU16, TokenWidth::kU32})
+    if (dtype == dtype_name(w)) return w;
+  throw UsageError(fmt::format("{}: dtype {} is not a token type spmd-train reads (\"uint16\" or \"uint32\")",
+                               origin, dtype.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+}
+
+nlohmann::json parse_json_file(const std::string& path) {
+  std::ifstream in(path);
+  SPMD_CHECK(in.good(), "{}: cannot open dataset meta", path);
+  try {
+    nlohmann::json j;
+    in >> j;
+    return j;
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: not valid JSON: {}", path, e.what()));
+  }
+}
+
 }  // namespace
 
 nlohmann::json meta_to_json(const DatasetMeta& meta) {
   nlohmann::json j;
   j["format"] = kFormat;
-  j["dtype"] = "uint16";
+  j["dtype"] = dtype_name(meta.token_width);
   if (meta.vocab == VocabKind::kByte) {
     j["vocabulary"] = "byte";
   } else if (meta.vocab == VocabKind::kBpe) {
@@ -131,6 +153,11 @@ DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin) {
     SPMD_CHECK(j.at("vocab_size").get<int64_t>() == meta.vocab_size,
                "{}: vocab_size {} does not match the {} vocabulary entries", origin,
                j.at("vocab_size").get<int64_t>(), meta.vocab_size);
+    // A meta.json of before uint32 tokens says "uint16", as does one without a dtype.
+    meta.token_width = dtype_of(j, origin).value_or(TokenWidth::kU16);
+    SPMD_CHECK(meta.vocab_size <= max_token_id(meta.token_width) + 1,
+               "{}: vocab_size {} does not fit dtype {} (ids up to {})", origin, meta.vocab_size,
+               dtype_name(meta.token_width), max_token_id(meta.token_width));
     meta.train_tokens = j.value("train_tokens", int64_t{0});
     meta.val_tokens = j.value("val_tokens", int64_t{0});
     meta.val_fraction = j.value("val_fraction", 0.1);
@@ -148,15 +175,7 @@ DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin) {
 }
 
 DatasetMeta read_meta(const std::string& path) {
-  std::ifstream in(path);
-  SPMD_CHECK(in.good(), "{}: cannot open dataset meta", path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
-  DatasetMeta meta = meta_from_json(j, path);
+  DatasetMeta meta = meta_from_json(parse_json_file(path), path);
   if (meta.vocab == VocabKind::kBpe) {
     const auto dir = std::filesystem::path(path).parent_path();
     meta.bpe = std::make_shared<const BpeTokenizer>(
@@ -170,6 +189,8 @@ DatasetMeta read_meta(const std::string& path) {
   }
   return meta;
 }
+
+std::optional<TokenWidth> meta_dtype(const std::string& path) { return dtype_of(parse_json_file(path), path); }
 
 std::vector<std::string> tokenizer_files(const DatasetMeta& meta) {
   if (meta.vocab != VocabKind::kBpe) return {"meta.json"};

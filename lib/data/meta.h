@@ -5,11 +5,14 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "data/token_width.h"
 
 namespace spmd {
 
@@ -21,6 +24,7 @@ struct DatasetMeta {
   VocabKind vocab = VocabKind::kChar;
   std::vector<char32_t> chars;        // char vocabulary: token id -> code point, sorted
   int64_t vocab_size = 0;             // chars.size(), 256 for bytes, the BPE ids (eot included)
+  TokenWidth token_width = TokenWidth::kU16;  // "dtype": the token files' ids (uint32 past 65536 ids)
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
   double val_fraction = 0.1;         // val's share of the tokens
@@ -52,6 +56,10 @@ nlohmann::json meta_to_json(const DatasetMeta& meta);
 DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin);
 // Reads meta.json and, for BPE, the tokenizer files beside it (UsageError naming a broken one).
 DatasetMeta read_meta(const std::string& path);
+// The token width a meta.json names in "dtype" (nothing else read; no tokenizer loaded); nullopt
+// when it names none (another tool's meta.json). UsageError naming the file when it is not JSON
+// or its dtype is neither "uint16" nor "uint32".
+std::optional<TokenWidth> meta_dtype(const std::string& path);
 
 // Every file that defines the tokenizer, relative to meta.json's directory: {"meta.json"}, or
 // {"meta.json", "vocab.json", "merges.txt"} for BPE ({"meta.json", "tokenizer.json"} for a

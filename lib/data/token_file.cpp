@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
 
+#include "data/meta.h"
 #include "util/error.h"
 
 // Tokens are read in place from the mapping, which is only right on a little-endian host.
@@ -14,8 +18,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token files are little
 
 namespace spmd {
 namespace {
-
-constexpr int32_t kLlmCLlama3Magic = 20240801;  // llm.c's uint32-token shards: not supported
 
 int32_t header_word(const MappedFile& map, size_t i) {
   int32_t v;
@@ -33,65 +35,91 @@ bool looks_like_llmc_header(const MappedFile& map) {
   return true;
 }
 
+// The width of an llm.c shard with this magic, or nullopt for another magic.
+std::optional<TokenWidth> llmc_width_of_magic(int32_t magic) {
+  for (TokenWidth w : {TokenWidth::kU16, TokenWidth::kU32})
+    if (magic == llmc_magic(w)) return w;
+  return std::nullopt;
+}
+
+// Validates an llm.c header of the given width; returns the token count.
+int64_t check_llmc_header(const MappedFile& map, TokenWidth width) {
+  const std::string& path = map.path();
+  const char* type = dtype_name(width);
+  SPMD_CHECK(map.size() >= kLlmCHeaderBytes, "{}: truncated llm.c shard: {} bytes, the header alone needs {}", path,
+             map.size(), kLlmCHeaderBytes);
+  const int32_t version = header_word(map, 1);
+  SPMD_CHECK(version == llmc_version(width),
+             "{}: llm.c shard version {} is not supported with magic {} (expected {}: {} tokens)", path, version,
+             llmc_magic(width), llmc_version(width), type);
+  const size_t payload = map.size() - kLlmCHeaderBytes;
+  const size_t bytes = bytes_per_token(width);
+  SPMD_CHECK(payload % bytes == 0,
+             "{}: truncated llm.c shard: {} payload bytes is not a whole number of {} tokens ({} bytes each)", path,
+             payload, type, bytes);
+  const int64_t declared = header_word(map, 2);
+  SPMD_CHECK(declared == static_cast<int64_t>(payload / bytes),
+             "{}: truncated or corrupt llm.c shard: header says {} tokens, file holds {} {} tokens", path, declared,
+             payload / bytes, type);
+  return declared;
+}
+
 // The first token >= vocab_size, or -1. A branch-free max first so the common case vectorizes.
-int64_t first_out_of_range(const uint16_t* tokens, int64_t n, int64_t vocab_size) {
-  if (vocab_size > 65535) return -1;
-  uint16_t max_id = 0;
+template <class Id>
+int64_t first_out_of_range(const Id* tokens, int64_t n, int64_t vocab_size) {
+  if (vocab_size > static_cast<int64_t>(std::numeric_limits<Id>::max())) return -1;
+  Id max_id = 0;
   for (int64_t i = 0; i < n; ++i) max_id = std::max(max_id, tokens[i]);
-  if (max_id < vocab_size) return -1;
+  if (static_cast<int64_t>(max_id) < vocab_size) return -1;
   for (int64_t i = 0; i < n; ++i)
-    if (tokens[i] >= vocab_size) return i;
+    if (static_cast<int64_t>(tokens[i]) >= vocab_size) return i;
   return -1;
 }
 
 bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
+// The dtype of the meta.json beside a token file (spmd-prepare's), or nullopt without one.
+std::optional<TokenWidth> dtype_beside(const std::string& token_path) {
+  const auto meta = std::filesystem::path(token_path).parent_path() / "meta.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(meta, ec)) return std::nullopt;
+  return meta_dtype(meta.string());
+}
+
 }  // namespace
 
-TokenFile TokenFile::open(const std::string& path, int64_t vocab_size) {
+TokenFile TokenFile::open(const std::string& path, int64_t vocab_size, TokenWidth flat_width) {
   SPMD_CHECK(vocab_size >= 1, "{}: vocab_size must be positive, got {}", path, vocab_size);
   TokenFile file(MappedFile{path});
   const MappedFile& map = file.map_;
   SPMD_CHECK(map.size() > 0, "{}: empty token file", path);
 
   size_t data_offset = 0;
-  if (map.size() >= sizeof(int32_t) && header_word(map, 0) == kLlmCMagic) {
-    SPMD_CHECK(map.size() >= kLlmCHeaderBytes,
-               "{}: truncated llm.c shard: {} bytes, the header alone needs {}", path, map.size(),
-               kLlmCHeaderBytes);
-    int32_t version = header_word(map, 1);
-    SPMD_CHECK(version == kLlmCVersion,
-               "{}: llm.c shard version {} is not supported (expected {}: uint16 tokens)", path,
-               version, kLlmCVersion);
-    size_t payload = map.size() - kLlmCHeaderBytes;
-    SPMD_CHECK(payload % 2 == 0,
-               "{}: truncated llm.c shard: {} payload bytes is not a whole number of uint16 tokens",
-               path, payload);
-    int64_t declared = header_word(map, 2);
-    SPMD_CHECK(declared == static_cast<int64_t>(payload / 2),
-               "{}: truncated or corrupt llm.c shard: header says {} tokens, file holds {}", path,
-               declared, payload / 2);
+  const auto llmc_width = map.size() >= sizeof(int32_t) ? llmc_width_of_magic(header_word(map, 0)) : std::nullopt;
+  if (llmc_width) {
+    file.num_tokens_ = check_llmc_header(map, *llmc_width);
     file.format_ = TokenFormat::kLlmC;
+    file.width_ = *llmc_width;
     data_offset = kLlmCHeaderBytes;
   } else if (looks_like_llmc_header(map)) {
-    int32_t magic = header_word(map, 0);
-    SPMD_CHECK(magic != kLlmCLlama3Magic,
-               "{}: llm.c shard with uint32 tokens (magic {}) is not supported", path, magic);
-    throw UsageError(fmt::format("{}: looks like an llm.c shard but its magic is {}, expected {}",
-                                 path, magic, kLlmCMagic));
+    throw UsageError(fmt::format("{}: looks like an llm.c shard but its magic is {}, expected {} (uint16 tokens) "
+                                 "or {} (uint32 tokens)",
+                                 path, header_word(map, 0), kLlmCMagic, kLlmCLlama3Magic));
   } else {
-    SPMD_CHECK(map.size() % 2 == 0,
-               "{}: odd byte count {}: not a whole number of uint16 tokens (truncated?)", path,
-               map.size());
+    const size_t bytes = bytes_per_token(flat_width);
+    SPMD_CHECK(map.size() % bytes == 0, "{}: {} bytes is not a whole number of {} tokens ({} bytes each{}; truncated?)",
+               path, map.size(), dtype_name(flat_width), bytes,
+               flat_width == TokenWidth::kU32 ? ", as the dtype of the meta.json beside it says" : "");
     file.format_ = TokenFormat::kNanoGpt;
+    file.width_ = flat_width;
+    file.num_tokens_ = static_cast<int64_t>(map.size() / bytes);
   }
 
-  file.tokens_ = reinterpret_cast<const uint16_t*>(map.data() + data_offset);
-  file.num_tokens_ = static_cast<int64_t>((map.size() - data_offset) / 2);
+  file.tokens_ = map.data() + data_offset;
   SPMD_CHECK(file.num_tokens_ > 0, "{}: holds no tokens", path);
-  int64_t bad = first_out_of_range(file.tokens_, file.num_tokens_, vocab_size);
+  const int64_t bad = file.visit([&](const auto* t) { return first_out_of_range(t, file.num_tokens_, vocab_size); });
   SPMD_CHECK(bad < 0, "{}: token {} at byte offset {} is {}, not below vocab_size {}", path, bad,
-             data_offset + static_cast<size_t>(bad) * 2, file.tokens_[bad < 0 ? 0 : bad],
+             data_offset + static_cast<size_t>(bad) * bytes_per_token(file.width_), file.token(bad < 0 ? 0 : bad),
              vocab_size);
   return file;
 }
@@ -131,8 +159,16 @@ std::shared_ptr<const TokenDataset> TokenDataset::open(const std::string& spec,
   std::shared_ptr<TokenDataset> data(new TokenDataset());
   data->spec_ = spec;
   data->vocab_size_ = vocab_size;
+  std::map<std::string, std::optional<TokenWidth>> dtype_of_dir;  // a glob may span directories
   for (const auto& path : resolve_token_paths(spec)) {
-    data->files_.push_back(TokenFile::open(path, vocab_size));
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    if (!dtype_of_dir.count(dir)) dtype_of_dir[dir] = dtype_beside(path);
+    const std::optional<TokenWidth> dtype = dtype_of_dir[dir];
+    data->files_.push_back(TokenFile::open(path, vocab_size, dtype.value_or(TokenWidth::kU16)));
+    const TokenFile& file = data->files_.back();
+    SPMD_CHECK(!dtype || file.width() == *dtype,
+               "{}: an llm.c shard of {} tokens, but the meta.json beside it says dtype {}", path,
+               dtype_name(file.width()), dtype_name(*dtype));
     data->num_tokens_ += data->files_.back().num_tokens();
   }
   return data;

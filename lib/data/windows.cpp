@@ -6,6 +6,16 @@
 #include "util/error.h"
 
 namespace spmd {
+namespace {
+
+// Typed per width, so each loop is a plain widening copy the compiler vectorizes.
+template <class Id>
+void widen_window(const Id* src, int64_t T, int64_t* inputs, int64_t* targets) {
+  for (int64_t t = 0; t < T; ++t) inputs[t] = src[t];
+  for (int64_t t = 0; t < T; ++t) targets[t] = src[t + 1];
+}
+
+}  // namespace
 
 WindowTable::WindowTable(const TokenDataset& data, int64_t block_size, int64_t stride)
     : data_(&data), block_size_(block_size), stride_(stride == 0 ? block_size : stride) {
@@ -28,10 +38,9 @@ void WindowTable::copy(int64_t w, int64_t* inputs, int64_t* targets) const {
   // The file whose window range holds w: the last first_window_ <= w.
   auto it = std::upper_bound(first_window_.begin(), first_window_.end(), w);
   size_t f = static_cast<size_t>(it - first_window_.begin()) - 1;
-  const uint16_t* src = data_->files()[f].tokens() + (w - first_window_[f]) * stride_;
-  const int64_t T = block_size_;
-  for (int64_t t = 0; t < T; ++t) inputs[t] = src[t];
-  for (int64_t t = 0; t < T; ++t) targets[t] = src[t + 1];
+  const int64_t start = (w - first_window_[f]) * stride_;
+  // One branch per window on the file's width (files of one dataset may differ).
+  data_->files()[f].visit([&](const auto* tokens) { widen_window(tokens + start, block_size_, inputs, targets); });
 }
 
 }  // namespace spmd

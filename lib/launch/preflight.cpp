@@ -35,8 +35,9 @@ auto with_key(const std::string& key, F&& check) {
 int64_t max_token(const TokenDataset& data) {
   int64_t most = 0;
   for (const auto& f : data.files()) {
-    const uint16_t* t = f.tokens();
-    if (f.num_tokens() > 0) most = std::max<int64_t>(most, *std::max_element(t, t + f.num_tokens()));
+    const int64_t file_most =
+        f.visit([&](const auto* t) { return static_cast<int64_t>(*std::max_element(t, t + f.num_tokens())); });
+    most = std::max(most, file_most);
   }
   return most;
 }
@@ -52,7 +53,7 @@ std::string meta_note(const std::string& spec) {
 // Opens a token dataset as the run will (every id checked) and checks it against the model.
 void check_token_data(const std::string& key, const std::string& spec, const Config& config) {
   const auto& m = config.model;
-  auto data = with_key(key, [&] { return TokenDataset::open(spec, int64_t{1} << 17); });  // any uint16 id
+  auto data = with_key(key, [&] { return TokenDataset::open(spec, kAnyTokenId); });
   const int64_t most = max_token(*data);
   SPMD_CHECK(most < m.vocab_size,
              "{}: {} holds token ids up to {} but model.vocab_size = {}; set model.vocab_size to at least {}{}", key,

@@ -65,10 +65,7 @@ std::vector<char32_t> collect_characters(const PrepareOptions& options,
   std::vector<char32_t> chars;
   for (char32_t cp = 0; cp <= kMaxCodePoint; ++cp)
     if (seen[cp]) chars.push_back(cp);
-  SPMD_CHECK(chars.size() <= 65536,
-             "the input has {} distinct characters, more than uint16 tokens hold: use --vocab byte",
-             chars.size());
-  return chars;
+  return chars;  // at most the 1,114,112 code points: uint32 tokens past 65536 of them
 }
 
 std::function<SegmentEncoder()> char_encoder(const std::vector<char32_t>& chars,
@@ -77,19 +74,19 @@ std::function<SegmentEncoder()> char_encoder(const std::vector<char32_t>& chars,
   for (size_t i = 0; i < chars.size(); ++i) (*id_of)[chars[i]] = static_cast<int32_t>(i);
   return [id_of, &files]() -> SegmentEncoder {
     return [id_of, &files](const DocumentSegment& segment, const InputBatch& batch,
-                           std::vector<uint16_t>& out) {
+                           std::vector<uint32_t>& out) {
       for_each_code_point(segment, batch, files, [&](char32_t cp) {
         if ((*id_of)[cp] < 0)
           throw RuntimeError(fmt::format("{}: changed while being read (new character U+{:04X})",
                                          files[batch.file_index], static_cast<uint32_t>(cp)));
-        out.push_back(static_cast<uint16_t>((*id_of)[cp]));
+        out.push_back(static_cast<uint32_t>((*id_of)[cp]));
       });
     };
   };
 }
 
 SegmentEncoder byte_encoder() {
-  return [](const DocumentSegment& segment, const InputBatch&, std::vector<uint16_t>& out) {
+  return [](const DocumentSegment& segment, const InputBatch&, std::vector<uint32_t>& out) {
     out.insert(out.end(), reinterpret_cast<const unsigned char*>(segment.text.data()),
                reinterpret_cast<const unsigned char*>(segment.text.data()) + segment.text.size());
   };
@@ -135,7 +132,7 @@ DatasetMeta prepare(const PrepareOptions& options) {
     make_encoder = char_encoder(meta.chars, files);
     progress.start_pass(2);
   }
-  auto sink = make_token_sink(sink_options(options));
+  auto sink = make_token_sink(sink_options(options, meta.vocab_size));
   encode_corpus(options, files, progress, {}, make_encoder, *sink, meta);
   sink->finish(meta);
   write_meta_file(meta, options.out_dir);

@@ -33,8 +33,10 @@ struct PrepareOptions {
 // Writes the token files and out_dir/meta.json (each under a temporary name first, meta.json
 // last, so a complete meta.json means complete outputs) and returns the meta written.
 // UsageError: missing or empty input, a malformed JSON line (file:line), invalid UTF-8 for a char
-// vocabulary (file and byte offset), corrupt compressed data, more characters or BPE ids than
-// uint16 holds, broken tokenizer files. RuntimeError: a write failed, or cancelled.
+// vocabulary (file and byte offset), corrupt compressed data, bpe:N past int32 ids, broken
+// tokenizer files. RuntimeError: a write failed, or cancelled.
+// Token ids are uint16 when the vocabulary has at most 65536 ids, uint32 past that (meta.json's
+// "dtype"; an llm.c shard's header).
 DatasetMeta prepare(const PrepareOptions& options);
 
 // The cores this process may run on (its CPU affinity).

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <limits>
 #include <memory>
 
 #include "tokenizer/bpe_files.h"
@@ -21,10 +22,11 @@ std::shared_ptr<const BpeTokenizer> learn_or_read(const PrepareOptions& options,
                                                   Progress& progress) {
   if (!options.tokenizer_dir.empty())
     return std::make_shared<const BpeTokenizer>(read_tokenizer_dir(options.tokenizer_dir));
-  SPMD_CHECK(options.bpe_merges >= 0 && options.bpe_merges <= 65536 - 257,
+  constexpr int64_t kMaxMerges = std::numeric_limits<int32_t>::max() - 257;  // ids are int32
+  SPMD_CHECK(options.bpe_merges >= 0 && options.bpe_merges <= kMaxMerges,
              "--vocab bpe:{}: N must be in [0, {}] so that the 256 bytes, N merges and "
-             "<|endoftext|> fit uint16 tokens",
-             options.bpe_merges, 65536 - 257);
+             "<|endoftext|> have int32 ids",
+             options.bpe_merges, kMaxMerges);
   BpeTrainer trainer;
   const DocumentOptions doc_options{options.json_key, options.skip_bad_lines};
   auto make_job = [&]() -> std::function<BatchDocuments(InputBatch&)> {
@@ -48,10 +50,10 @@ std::function<SegmentEncoder()> bpe_encoder(std::shared_ptr<const BpeTokenizer> 
     auto encoder = std::make_shared<BpeEncoder>(*tokenizer);
     auto ids = std::make_shared<std::vector<int32_t>>();
     return [tokenizer, encoder, ids](const DocumentSegment& segment, const InputBatch&,
-                                     std::vector<uint16_t>& out) {
+                                     std::vector<uint32_t>& out) {
       ids->clear();
       encoder->encode(segment.text, *ids);
-      out.insert(out.end(), ids->begin(), ids->end());  // ids < vocab_size <= 65536 (checked)
+      out.insert(out.end(), ids->begin(), ids->end());  // 0 <= ids < vocab_size
     };
   };
 }
@@ -71,9 +73,6 @@ DatasetMeta prepare_bpe(const PrepareOptions& options, const std::vector<std::st
   meta.eot_token = meta.bpe->eot_id();
   meta.tokenizer_source = trained ? fmt::format("bpe:{}", options.bpe_merges)
                                   : std::filesystem::absolute(options.tokenizer_dir).string();
-  SPMD_CHECK(meta.vocab_size <= 65536,
-             "the tokenizer has {} ids, more than uint16 tokens hold (train.bin stores uint16)",
-             meta.vocab_size);
 
   // vocab.json + merges.txt hold GPT-2's rules only; any other tokenizer came from a
   // tokenizer.json (vocab.json + merges.txt always give GPT-2's), which is kept as it is.
@@ -82,7 +81,7 @@ DatasetMeta prepare_bpe(const PrepareOptions& options, const std::vector<std::st
   // The tokenizer's files are composed while the workers encode, off the serial path.
   std::future<TokenizerFileTexts> texts;
   if (gpt2_files) texts = std::async(std::launch::async, tokenizer_file_texts, std::cref(*meta.bpe));
-  auto sink = make_token_sink(sink_options(options));
+  auto sink = make_token_sink(sink_options(options, meta.vocab_size));
   progress.start_pass(trained ? 2 : 1);
   encode_corpus(options, files, progress, {meta.bpe->eot_id(), meta.bpe->rules().eot_starts_documents},
                 bpe_encoder(meta.bpe), *sink, meta);

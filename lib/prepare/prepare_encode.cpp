@@ -7,7 +7,7 @@ namespace spmd {
 namespace {
 
 struct EncodedBatch {
-  std::vector<uint16_t> tokens;
+  std::vector<uint32_t> tokens;
   std::vector<std::pair<bool, bool>> segments;  // (starts a document, valid UTF-8) per segment
   bool leading_eot = false;                     // tokens[0] is an eot before a document
   int64_t bad_lines = 0;
@@ -15,8 +15,9 @@ struct EncodedBatch {
 
 }  // namespace
 
-TokenSinkOptions sink_options(const PrepareOptions& options) {
-  return {options.out_dir, options.shard_tokens, options.val_tokens, options.val_fraction};
+TokenSinkOptions sink_options(const PrepareOptions& options, int64_t vocab_size) {
+  return {options.out_dir, options.shard_tokens, options.val_tokens, options.val_fraction,
+          token_width_for_vocab(vocab_size)};
 }
 
 void encode_corpus(const PrepareOptions& options, const std::vector<std::string>& files,
@@ -34,7 +35,7 @@ void encode_corpus(const PrepareOptions& options, const std::vector<std::string>
         out.segments.emplace_back(segment.starts_document, is_valid_utf8(segment.text));
         if (segment.starts_document && eot_id >= 0) {
           out.leading_eot = out.leading_eot || out.tokens.empty();
-          out.tokens.push_back(static_cast<uint16_t>(eot_id));
+          out.tokens.push_back(static_cast<uint32_t>(eot_id));
         }
         encode(segment, batch, out.tokens);
       }

@@ -18,7 +18,7 @@ namespace spmd {
 // Appends the tokens of one segment of a document (`batch` holds it: file and offset for
 // messages). Each worker makes its own, so encoders may keep state (a cache).
 using SegmentEncoder =
-    std::function<void(const DocumentSegment&, const InputBatch&, std::vector<uint16_t>&)>;
+    std::function<void(const DocumentSegment&, const InputBatch&, std::vector<uint32_t>&)>;
 
 // The token between documents: none (id < 0: documents are concatenated as they are),
 // <|endoftext|> between them, or a start-of-text token before each, the first included.
@@ -33,7 +33,7 @@ void encode_corpus(const PrepareOptions& options, const std::vector<std::string>
                    const std::function<SegmentEncoder()>& make_encoder, TokenSink& sink,
                    DatasetMeta& meta);
 
-// The outputs that options ask for.
-TokenSinkOptions sink_options(const PrepareOptions& options);
+// The outputs that options ask for, their ids as wide as a vocabulary of vocab_size needs.
+TokenSinkOptions sink_options(const PrepareOptions& options, int64_t vocab_size);
 
 }  // namespace spmd

@@ -24,16 +24,26 @@ void create_out_dir(const std::string& dir) {
   if (ec) throw RuntimeError(fmt::format("{}: cannot create directory: {}", dir, ec.message()));
 }
 
+// The bytes of `count` ids at `width`: the ids themselves for uint32, narrowed into `narrow` for
+// uint16 (the ids fit: the vocabulary chose the width).
+const void* as_width(const uint32_t* tokens, size_t count, TokenWidth width, std::vector<uint16_t>& narrow) {
+  if (width == TokenWidth::kU32) return tokens;
+  narrow.resize(count);
+  for (size_t i = 0; i < count; ++i) narrow[i] = static_cast<uint16_t>(tokens[i]);
+  return narrow.data();
+}
+
 // train.bin + val.bin: everything into train.bin's temporary file, the tail moved out at the end.
 class FilePairSink : public TokenSink {
  public:
   explicit FilePairSink(const TokenSinkOptions& options)
       : options_(options),
+        bytes_(bytes_per_token(options.width)),
         train_((fs::path(options.out_dir) / "train.bin").string()),
         val_((fs::path(options.out_dir) / "val.bin").string()) {}
 
-  void write(const uint16_t* tokens, size_t count) override {
-    train_.write(tokens, count * 2);
+  void write(const uint32_t* tokens, size_t count) override {
+    train_.write(as_width(tokens, count, options_.width, narrow_), count * bytes_);
     n_tokens_ += static_cast<int64_t>(count);
   }
 
@@ -55,22 +65,26 @@ class FilePairSink : public TokenSink {
     val_.commit();
     meta.train_file = "train.bin";
     meta.val_file = "val.bin";
+    meta.token_width = options_.width;
   }
 
  private:
   void move_tail(int64_t n_train) {
     {
       MappedFile map(train_.tmp_path());
-      val_.write(map.data() + n_train * 2, map.size() - static_cast<size_t>(n_train) * 2);
+      const size_t train_bytes = static_cast<size_t>(n_train) * bytes_;
+      val_.write(map.data() + train_bytes, map.size() - train_bytes);
     }
     std::error_code ec;
-    fs::resize_file(train_.tmp_path(), static_cast<uintmax_t>(n_train) * 2, ec);
+    fs::resize_file(train_.tmp_path(), static_cast<uintmax_t>(n_train) * bytes_, ec);
     if (ec)
       throw RuntimeError(fmt::format("{}: cannot truncate: {}", train_.tmp_path(), ec.message()));
   }
 
   TokenSinkOptions options_;
+  size_t bytes_;
   OutputFile train_, val_;
+  std::vector<uint16_t> narrow_;
   int64_t n_tokens_ = 0;
 };
 
@@ -87,12 +101,12 @@ class ShardSink : public TokenSink {
       for (const auto& path : committed_) std::remove(path.c_str());
   }
 
-  void write(const uint16_t* tokens, size_t count) override {
+  void write(const uint32_t* tokens, size_t count) override {
     while (count > 0) {
       if (!current_) open_shard();
       const int64_t room = std::min(options_.shard_tokens - in_shard_, split_left());
       const size_t n = std::min(count, static_cast<size_t>(room));
-      current_->write(tokens, n * 2);
+      current_->write(as_width(tokens, n, options_.width, narrow_), n * bytes_per_token(options_.width));
       in_shard_ += static_cast<int64_t>(n);
       (in_val_ ? val_written_ : train_written_) += static_cast<int64_t>(n);
       tokens += n;
@@ -115,6 +129,7 @@ class ShardSink : public TokenSink {
     meta.train_file = "train_*.bin";
     meta.val_file = val_target_ > 0 ? "val_*.bin" : "";
     meta.shard_tokens = options_.shard_tokens;
+    meta.token_width = options_.width;
     finished_ = true;
   }
 
@@ -136,7 +151,7 @@ class ShardSink : public TokenSink {
   }
 
   void close_shard() {
-    int32_t header[256] = {kLlmCMagic, kLlmCVersion, static_cast<int32_t>(in_shard_)};
+    int32_t header[256] = {llmc_magic(options_.width), llmc_version(options_.width), static_cast<int32_t>(in_shard_)};
     current_->rewrite_start(header, sizeof(header));
     current_->commit();
     committed_.push_back(current_path_);
@@ -159,6 +174,7 @@ class ShardSink : public TokenSink {
   TokenSinkOptions options_;
   int64_t val_target_;
   std::unique_ptr<OutputFile> current_;
+  std::vector<uint16_t> narrow_;
   std::string current_path_;
   std::vector<std::string> committed_;
   bool in_val_ = false, finished_ = false;

@@ -476,24 +476,33 @@ std::string llmc_header(int32_t magic, int32_t version, int32_t count) {
   return h;
 }
 
-std::string token_bytes(const std::vector<uint16_t>& t) {
-  return std::string(reinterpret_cast<const char*>(t.data()), t.size() * 2);
+// n ids below vocab_hint at `width`, little-endian.
+std::string token_bytes(Rng& rng, size_t n, int64_t vocab_hint, spmd::TokenWidth width) {
+  const size_t bytes = spmd::bytes_per_token(width);
+  const auto below = static_cast<size_t>(std::min(vocab_hint, spmd::max_token_id(width) + 1));
+  std::string out(n * bytes, '\0');
+  for (size_t i = 0; i < n; ++i) {
+    const auto id = static_cast<uint32_t>(rng.below(below));
+    std::memcpy(out.data() + i * bytes, &id, bytes);  // the low bytes: little-endian
+  }
+  return out;
 }
 
-// One token file's bytes: a valid nanoGPT or llm.c file, then a few corruptions.
-std::string random_token_file(Rng& rng, int vocab_hint) {
+// One token file's bytes: a valid nanoGPT or llm.c file of uint16 or uint32 ids, then a few
+// corruptions (of a uint32 file's ids too).
+std::string random_token_file(Rng& rng, int64_t vocab_hint, spmd::TokenWidth width, bool llmc) {
   static const std::vector<size_t> counts = {0, 1, 2, 3, 8, 9, 63, 64, 65, 129, 500, 1000, 4097};
-  static const std::vector<int32_t> magics = {0, 1, -1, 20240519, 20240521, 20240801, -20240520,
+  static const std::vector<int32_t> magics = {0, 1, -1, 20240519, 20240521, 20240520, 20240801, 20240802, -20240520,
                                               2147483647};
-  static const std::vector<int32_t> versions = {0, 2, -1, 3, 2147483647, -2147483647 - 1};
-  static const std::vector<uint16_t> bad_ids = {0, 1, 64, 112, 113, 114, 255, 256, 65534, 65535};
+  static const std::vector<int32_t> versions = {0, 1, 2, 7, 8, -1, 3, 2147483647, -2147483647 - 1};
+  static const std::vector<uint32_t> bad_ids = {0, 1, 64, 112, 113, 114, 255, 256, 65534, 65535, 65536, 100000,
+                                                128255, 128256, 2147483647u, 2147483648u, 4294967295u};
   size_t n = rng.pick(counts);
-  std::vector<uint16_t> tokens(n);
-  for (auto& t : tokens) t = static_cast<uint16_t>(rng.below(static_cast<size_t>(vocab_hint)));
-  bool llmc = rng.percent(45);
-  std::string bytes = llmc ? llmc_header(spmd::kLlmCMagic, spmd::kLlmCVersion, static_cast<int32_t>(n)) : "";
-  bytes += token_bytes(tokens);
+  std::string bytes = llmc ? llmc_header(spmd::llmc_magic(width), spmd::llmc_version(width), static_cast<int32_t>(n))
+                           : "";
+  bytes += token_bytes(rng, n, vocab_hint, width);
   const size_t header = llmc ? spmd::kLlmCHeaderBytes : 0;
+  const size_t id_bytes = spmd::bytes_per_token(width);
 
   size_t edits = rng.percent(35) ? 0 : 1 + rng.below(3);
   for (size_t e = 0; e < edits; ++e) {
@@ -518,18 +527,18 @@ std::string random_token_file(Rng& rng, int vocab_hint) {
         if (bytes.size() >= 12) std::memcpy(bytes.data() + 8, le32(c).data(), 4);
         break;
       }
-      case 5: {  // a token id at or above the vocabulary
-        if (bytes.size() < header + 2) break;
-        size_t i = header + 2 * rng.below((bytes.size() - header) / 2);
-        uint16_t v = rng.pick(bad_ids);
-        std::memcpy(bytes.data() + i, &v, 2);
+      case 5: {  // a token id at or above the vocabulary (its low bytes for uint16)
+        if (bytes.size() < header + id_bytes) break;
+        size_t i = header + id_bytes * rng.below((bytes.size() - header) / id_bytes);
+        uint32_t v = rng.pick(bad_ids);
+        std::memcpy(bytes.data() + i, &v, id_bytes);
         break;
       }
       case 6:  // a byte flip anywhere (the header included)
         if (!bytes.empty()) bytes[rng.below(bytes.size())] ^= static_cast<char>(1 << rng.below(8));
         break;
       case 7:  // the shape of an llm.c header with some other magic, on any file
-        bytes = llmc_header(rng.pick(magics) == 0 ? 7 : rng.pick(magics), 1, 5) +
+        bytes = llmc_header(rng.pick(magics) == 0 ? 7 : rng.pick(magics), rng.percent(50) ? 1 : 7, 5) +
                 bytes.substr(std::min(bytes.size(), header));
         break;
       case 8: bytes.clear(); break;
@@ -550,17 +559,34 @@ struct TokenCase {
   std::string description;
 };
 
+// A meta.json beside token files: mostly the dtype they were written with, sometimes another,
+// a wrong one, none, or no JSON at all.
+void write_random_meta(Rng& rng, const std::string& dir, spmd::TokenWidth width) {
+  static const std::vector<std::string> others = {
+      "{}", R"({"dtype": "uint16"})", R"({"dtype": "uint32"})", R"({"dtype": "int64"})", R"({"dtype": 4})",
+      R"({"dtype": null})", R"(["dtype", "uint32"])", R"({"dtype": "uint32")", "", "\xff\xfe"};
+  write_file(dir + "/meta.json", rng.percent(70) ? fmt::format(R"({{"dtype": "{}"}})", spmd::dtype_name(width))
+                                                 : rng.pick(others));
+}
+
+spmd::TokenWidth random_width(Rng& rng) { return rng.percent(35) ? spmd::TokenWidth::kU32 : spmd::TokenWidth::kU16; }
+
 // Builds case `index` under `dir` (a fresh directory): one file, a directory of shards (with
-// distractors), a glob, or one of a few special specs.
-TokenCase make_token_case(Rng& rng, const std::string& dir, int vocab_hint) {
+// distractors), a glob, or one of a few special specs. Files are uint16 or uint32, nanoGPT
+// (uint32 ones with a meta.json that says so, mostly) or llm.c.
+TokenCase make_token_case(Rng& rng, const std::string& dir, int64_t vocab_hint) {
   switch (rng.below(10)) {
     case 0:
     case 1:
     case 2:
     case 3: {
       std::string path = dir + "/tokens.bin";
-      write_file(path, random_token_file(rng, vocab_hint));
-      return {path, "one file"};
+      const spmd::TokenWidth width = random_width(rng);
+      const bool llmc = rng.percent(45);
+      write_file(path, random_token_file(rng, vocab_hint, width, llmc));
+      if ((width == spmd::TokenWidth::kU32 && !llmc) ? rng.percent(85) : rng.percent(15))
+        write_random_meta(rng, dir, width);
+      return {path, fmt::format("one {} {} file", llmc ? "llm.c" : "nanoGPT", spmd::dtype_name(width))};
     }
     case 4:
     case 5:
@@ -569,13 +595,15 @@ TokenCase make_token_case(Rng& rng, const std::string& dir, int vocab_hint) {
       std::string shards = dir + "/shards";
       fs::create_directory(shards);
       size_t n = rng.below(5);  // 0 shards: an empty directory
+      const spmd::TokenWidth width = random_width(rng);  // mostly one width; sometimes mixed
       for (size_t i = 0; i < n; ++i)
-        write_file(fmt::format("{}/shard_{:03}.bin", shards, i), random_token_file(rng, vocab_hint));
+        write_file(fmt::format("{}/shard_{:03}.bin", shards, i),
+                   random_token_file(rng, vocab_hint, rng.percent(85) ? width : random_width(rng), rng.percent(60)));
       if (rng.percent(30)) write_file(shards + "/notes.txt", "not tokens");
       if (rng.percent(15)) fs::create_directory(shards + "/subdir.bin");
       if (rng.percent(15)) fs::create_symlink(shards + "/missing.bin", shards + "/dangling.bin");
       if (rng.percent(10)) fs::create_symlink(shards + "/shard_000.bin", shards + "/link.bin");
-      if (rng.percent(5)) write_file(shards + "/meta.json", "{}");
+      if (rng.percent(15)) write_random_meta(rng, shards, width);
       bool glob = rng.percent(35);
       static const std::vector<std::string> patterns = {"/*.bin", "/shard_00[0-1].bin", "/*",
                                                         "/shard_?.bin", "/[", "/*.none"};
@@ -614,8 +642,7 @@ void exercise_loader(const std::shared_ptr<const spmd::TokenDataset>& data, int6
         b.inputs.size() != static_cast<size_t>(b.rows * T) || b.targets.size() != b.inputs.size())
       tally.fail(fmt::format("{}: {} has the wrong shape", label, what));
     for (size_t i = 0; i < b.inputs.size(); ++i) {
-      if (b.inputs[i] < 0 || (vocab <= 65535 && b.inputs[i] >= vocab) || b.targets[i] < 0 ||
-          (vocab <= 65535 && b.targets[i] >= vocab)) {
+      if (b.inputs[i] < 0 || b.inputs[i] >= vocab || b.targets[i] < 0 || b.targets[i] >= vocab) {
         tally.fail(fmt::format("{}: {} holds token {} outside [0, {})", label, what, b.inputs[i], vocab));
         return;
       }
@@ -796,7 +823,8 @@ sharding_rules:
 }
 
 TEST_CASE("data: mutated token files and shard directories through TokenDataset and DataLoader and eval_batch") {
-  static const std::vector<int64_t> vocabs = {113, 113, 113, 65, 1, 2, 255, 65535, 65536, 100000, 0, -1};
+  static const std::vector<int64_t> vocabs = {113, 113, 113, 65,     1,      2,          255, 65535,
+                                              65536, 100000, 128256, 128256, 0, -1, spmd::kAnyTokenId};
   Tally tally;
   const auto start = Clock::now();
   constexpr int kCases = 1000;
@@ -804,7 +832,8 @@ TEST_CASE("data: mutated token files and shard directories through TokenDataset 
     Rng rng(0x70ce5000u + static_cast<uint64_t>(i));
     TempDir tmp;
     const int64_t vocab = rng.pick(vocabs);
-    const int vocab_hint = static_cast<int>(std::clamp<int64_t>(vocab, 1, 113));
+    // Mostly ids below the vocabulary; past uint16 only where the vocabulary is.
+    const int64_t vocab_hint = std::clamp<int64_t>(vocab, 1, rng.percent(50) ? 113 : 200000);
     TokenCase c = make_token_case(rng, tmp.path(), vocab_hint);
     const std::string label = fmt::format("token case {} ({}, spec {}, vocab {})", i, c.description,
                                           c.spec, vocab);

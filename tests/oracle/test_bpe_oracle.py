@@ -9,7 +9,12 @@
     token, ignore_merges, a <|begin_of_text|> template): spmd-prepare --tokenizer writes exactly
     tokenizers' ids on held-out text, special tokens written in the text included, with
     <|begin_of_text|> before every document; the dataset keeps the tokenizer.json.
-Usage: test_bpe_oracle.py [a|b|c] (default all)."""
+(d) that tokenizer widened past uint16 (70,000 unused tokens after the 256 bytes push its merged
+    and special tokens' ids past 65535, as Llama 3's 128,256 are): spmd-prepare writes "dtype":
+    "uint32" files that numpy reads as nanoGPT does (np.memmap, uint32), and --shard-tokens writes
+    shards that numpy reads as llm.c's Llama 3 shards (256 x int32 header: 20240801, version 7,
+    the count; then uint32), both holding exactly tokenizers' ids.
+Usage: test_bpe_oracle.py [a|b|c|d] (default all)."""
 import array
 import json
 import os
@@ -55,11 +60,13 @@ def prepare(inputs, out, *args):
     p = run([tool("spmd-prepare"), "--input", *inputs, "--out", out, "--val-fraction", "0",
              "--quiet", *args], timeout=120)
     assert "BPE" in p.stdout, p.stdout  # the final line names the tokenizer
-    with open(os.path.join(out, "train.bin"), "rb") as f:
-        tokens = array.array("H")
-        tokens.frombytes(f.read())
     with open(os.path.join(out, "meta.json"), encoding="utf-8") as f:
-        return tokens.tolist(), json.load(f)
+        meta = json.load(f)
+    tokens = array.array({"uint16": "H", "uint32": "I"}[meta["dtype"]])
+    assert tokens.itemsize == int(meta["dtype"][4:]) // 8, tokens.itemsize
+    with open(os.path.join(out, "train.bin"), "rb") as f:
+        tokens.frombytes(f.read())
+    return tokens.tolist(), meta
 
 
 def expected_ids(encode, docs, eot):
@@ -177,6 +184,78 @@ def check_llama_style(work):
     check_same("--tokenizer Llama 3 style tokenizer.json", ours, theirs)
 
 
+def shifted_ids(node, by):
+    """Every TemplateProcessing special token's ids in a tokenizer.json subtree moved up by `by`."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "special_tokens" and isinstance(value, dict):
+                for special in value.values():
+                    special["ids"] = [i + by for i in special["ids"]]
+            else:
+                shifted_ids(value, by)
+    elif isinstance(node, list):
+        for value in node:
+            shifted_ids(value, by)
+
+
+def widened(saved, fillers):
+    """`saved` with `fillers` unused tokens after ids 0..255: every other id moves up by that many.
+    A filler is byte 0x01 and digits (as byte-level text, 'ā' and the digits): no word of the text."""
+    wide = json.loads(json.dumps(saved))
+    vocab = {tok: (i if i < 256 else i + fillers) for tok, i in wide["model"]["vocab"].items()}
+    vocab.update({f"\u0101{k}": 256 + k for k in range(fillers)})
+    wide["model"]["vocab"] = vocab
+    for added in wide["added_tokens"]:
+        added["id"] += fillers
+    shifted_ids(wide["post_processor"], fillers)
+    return wide
+
+
+def check_wide(work):
+    """(d): ids past uint16, in files and shards numpy reads as nanoGPT and llm.c do."""
+    np = require("numpy")
+    train_docs = make_docs_from(LLAMA_FRAGMENTS, seed=5, n_docs=4, n_fragments=1500)
+    _, saved, _ = llama_style_tokenizer(train_docs)
+    wide = widened(saved, 70000)
+    hf = tokenizers.Tokenizer.from_str(json.dumps(wide))
+    assert hf.get_vocab_size() > 70000, hf.get_vocab_size()
+    held_out = make_docs_from(LLAMA_FRAGMENTS, seed=7, n_docs=3, n_fragments=1500)
+    inputs = write_inputs(os.path.join(work, "wide_inputs"), held_out)
+    theirs = [i for doc in held_out for i in hf.encode(doc).ids]
+    assert max(theirs) > 65535 and min(theirs) < 256, (min(theirs), max(theirs))
+    tok_dir = os.path.join(work, "wide_tokenizer")
+    os.makedirs(tok_dir)
+    with open(os.path.join(tok_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(wide, f, ensure_ascii=False)
+
+    out = os.path.join(work, "out_wide")
+    run([tool("spmd-prepare"), "--input", *inputs, "--out", out, "--val-fraction", "0.25", "--quiet",
+         "--tokenizer", tok_dir], timeout=120)
+    with open(os.path.join(out, "meta.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    assert meta["dtype"] == "uint32" and meta["vocab_size"] == hf.get_vocab_size(), meta
+    # nanoGPT's train.py: np.memmap(path, dtype=..., mode="r"), the dtype from the meta.
+    flat = [np.memmap(os.path.join(out, name), dtype=np.uint32, mode="r") for name in ("train.bin", "val.bin")]
+    assert len(flat[0]) == meta["train_tokens"] and len(flat[1]) == meta["val_tokens"], meta
+    check_same("uint32 train.bin + val.bin read by numpy", np.concatenate(flat).tolist(), theirs)
+
+    shards = os.path.join(work, "out_wide_shards")
+    run([tool("spmd-prepare"), "--input", *inputs, "--out", shards, "--shard-tokens", "4000", "--quiet",
+         "--tokenizer", tok_dir], timeout=120)
+    names = sorted(n for n in os.listdir(shards) if n.startswith("val_")) + \
+        sorted(n for n in os.listdir(shards) if n.startswith("train_"))
+    assert len(names) >= 3, names
+    ids = []
+    for name in names:  # as llm.c reads a shard: the 256 x int32 header, then the tokens
+        path = os.path.join(shards, name)
+        header = np.fromfile(path, dtype=np.int32, count=256)
+        assert header[0] == 20240801 and header[1] == 7 and not header[3:].any(), (name, header[:4])
+        tokens = np.memmap(path, dtype=np.uint32, mode="r", offset=256 * 4)
+        assert len(tokens) == header[2], (name, header[2], len(tokens))
+        ids.extend(tokens.tolist())
+    check_same("llm.c Llama 3 shards read by numpy", ids, theirs)
+
+
 def make_docs_from(fragments, seed, n_docs, n_fragments):
     rng = random.Random(seed)
     return ["".join(rng.choice(fragments) + rng.choice(["", " ", " ", "\n"]) for _ in range(n_fragments))
@@ -184,7 +263,7 @@ def make_docs_from(fragments, seed, n_docs, n_fragments):
 
 
 def main():
-    which = sys.argv[1] if len(sys.argv) > 1 else "abc"
+    which = sys.argv[1] if len(sys.argv) > 1 else "abcd"
     work = temp_dir()
     docs = make_docs(seed=1, n_docs=3, n_fragments=3000)
     inputs = write_inputs(work, docs)
@@ -194,6 +273,8 @@ def main():
         check_trained_files(work, docs, inputs)
     if "c" in which:
         check_llama_style(work)
+    if "d" in which:
+        check_wide(work)
 
 
 if __name__ == "__main__":

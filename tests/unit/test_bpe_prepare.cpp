@@ -3,6 +3,8 @@
 // read_meta loads back; broken tokenizer files are UsageErrors that name the file (and line).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -13,9 +15,11 @@
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/byte_unicode.h"
 #include "data/meta.h"
+#include "data/token_file.h"
 #include "prepare/prepare.h"
 #include "test_support.h"
 #include "usage_error.h"
+#include "wide_tokenizer.h"
 
 namespace {
 
@@ -193,22 +197,71 @@ TEST_CASE("bpe: broken tokenizer files are usage errors naming the file") {
         std::string::npos);
 }
 
-TEST_CASE("bpe: vocabularies beyond uint16 and too many merges are refused") {
+TEST_CASE("bpe: a tokenizer past 65536 ids writes uint32 ids, files and llm.c shards alike") {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("big"));
+  spmd::test::write_wide_tokenizer(dir.file("big"), 70000, {"The", " cat", " sat", " on", " the", " mat"});
+  std::string line = "The cat sat on the mat.\n", doc;
+  for (int i = 0; i < 40; ++i) doc += line;
+  write_file(dir.file("a.txt"), doc);
+  write_file(dir.file("b.txt"), doc + "the end");
+  spmd::PrepareOptions options;
+  options.inputs = {dir.file("a.txt"), dir.file("b.txt")};
+  options.out_dir = dir.file("out");
+  options.vocab = spmd::VocabKind::kBpe;
+  options.tokenizer_dir = dir.file("big");
+  const spmd::DatasetMeta meta = spmd::prepare(options);
+  CHECK(meta.vocab_size == 70000);
+  CHECK(meta.token_width == spmd::TokenWidth::kU32);
+  CHECK(nlohmann::json::parse(spmd::test::read_file(dir.file("out/meta.json")))["dtype"] == "uint32");
+  CHECK(std::filesystem::file_size(dir.file("out/train.bin")) == static_cast<uintmax_t>(meta.train_tokens) * 4);
+
+  // The ids: each document as the tokenizer encodes it, <|endoftext|> (69999) between them.
+  const spmd::DatasetMeta loaded = spmd::read_meta(dir.file("out/meta.json"));
+  CHECK(loaded.token_width == spmd::TokenWidth::kU32);
+  std::vector<int64_t> want = spmd::encode(loaded, doc);
+  want.push_back(69999);
+  for (int64_t id : spmd::encode(loaded, doc + "the end")) want.push_back(id);
+  CHECK(*std::max_element(want.begin(), want.end()) > 65535);
+  auto ids_of = [](const std::string& spec) {
+    std::vector<int64_t> ids;
+    const auto data = spmd::TokenDataset::open(spec, 70000);
+    for (const auto& file : data->files()) {
+      CHECK(file.width() == spmd::TokenWidth::kU32);
+      for (int64_t i = 0; i < file.num_tokens(); ++i) ids.push_back(file.token(i));
+    }
+    return ids;
+  };
+  std::vector<int64_t> got = ids_of(dir.file("out/train.bin"));
+  for (int64_t id : ids_of(dir.file("out/val.bin"))) got.push_back(id);
+  CHECK(got == want);
+
+  // llm.c shards: Llama 3's header (magic 20240801, version 7), val first.
+  options.out_dir = dir.file("shards");
+  options.shard_tokens = 100;
+  options.val_tokens = 150;
+  const spmd::DatasetMeta sharded = spmd::prepare(options);
+  CHECK(sharded.token_width == spmd::TokenWidth::kU32);
+  const std::string header = spmd::test::read_file(dir.file("shards/val_000000.bin")).substr(0, 12);
+  int32_t words[3];
+  std::memcpy(words, header.data(), 12);
+  CHECK(words[0] == 20240801);
+  CHECK(words[1] == 7);
+  CHECK(words[2] == 100);
+  got = ids_of(dir.file("shards/val_*.bin"));
+  CHECK(got.size() == 150);
+  for (int64_t id : ids_of(dir.file("shards/train_*.bin"))) got.push_back(id);
+  CHECK(got == want);
+}
+
+TEST_CASE("bpe: bpe:N past int32 ids is refused") {
   TempDir dir;
   write_file(dir.file("in.txt"), "some text\n");
-  std::vector<std::string> extra;
-  for (int i = 0; i < 65300; ++i) extra.push_back(spmd::bytes_to_unicode_string("x" + std::to_string(i)));
-  std::filesystem::create_directories(dir.file("big"));
-  write_file(dir.file("big/vocab.json"), byte_vocab(extra).dump());
-  write_file(dir.file("big/merges.txt"), "");
   spmd::PrepareOptions options;
   options.inputs = {dir.file("in.txt")};
   options.out_dir = dir.file("out");
   options.vocab = spmd::VocabKind::kBpe;
-  options.tokenizer_dir = dir.file("big");
-  CHECK(usage_error_of([&] { spmd::prepare(options); }).find("uint16") != std::string::npos);
-  options.tokenizer_dir.clear();
-  options.bpe_merges = 65536;
-  CHECK(usage_error_of([&] { spmd::prepare(options); }).find("bpe:65536") != std::string::npos);
+  options.bpe_merges = 2147483647;
+  CHECK(usage_error_of([&] { spmd::prepare(options); }).find("bpe:2147483647") != std::string::npos);
   CHECK(!std::filesystem::exists(dir.file("out/meta.json")));
 }

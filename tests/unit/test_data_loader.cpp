@@ -100,14 +100,14 @@ TEST_CASE("data: rows are the windows' tokens, targets shifted by one") {
   auto data = make_dataset(dir, 5000);
   const int64_t T = 64;
   DataLoader loader(data, 12, T, 3, 0, 1);
-  const uint16_t* tokens = data->files()[0].tokens();
+  const spmd::TokenFile& file = data->files()[0];
   for (int step = 0; step < 3; ++step) {
     Batch b = loader.next();
     REQUIRE(b.inputs.size() == size_t(12 * T));
     for (int64_t r = 0; r < b.rows; ++r)
       for (int64_t t = 0; t < T; ++t) {
-        CHECK(b.inputs[r * T + t] == tokens[b.window_ids[r] * T + t]);
-        CHECK(b.targets[r * T + t] == tokens[b.window_ids[r] * T + t + 1]);
+        CHECK(b.inputs[r * T + t] == file.token(b.window_ids[r] * T + t));
+        CHECK(b.targets[r * T + t] == file.token(b.window_ids[r] * T + t + 1));
       }
   }
 }

@@ -2,6 +2,7 @@
 // included), the split, meta.json, input selection and the errors for bad input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -74,6 +75,32 @@ TEST_CASE("prepare: char vocabulary round trip, non-ASCII included") {
   // The outputs are valid token files for the loader.
   CHECK(spmd::TokenDataset::open(dir.file("out/train.bin"), loaded.vocab_size)->num_tokens() ==
         meta.train_tokens);
+}
+
+TEST_CASE("prepare: a char vocabulary of more than 65536 characters writes uint32 ids") {
+  TempDir dir;
+  std::string text;  // 42,720 CJK Extension B characters and 28,000 others: 70,720 distinct
+  for (char32_t cp = 0x20000; cp < 0x2A6E0; ++cp) spmd::utf8_append(text, cp);
+  for (char32_t cp = 0x4E00; cp < 0x4E00 + 28000; ++cp) spmd::utf8_append(text, cp);
+  text += text;  // twice, so val repeats train's characters
+  spmd::test::write_file(dir.file("in.txt"), text);
+  spmd::PrepareOptions options;
+  options.inputs = {dir.file("in.txt")};
+  options.out_dir = dir.file("out");
+  const spmd::DatasetMeta meta = spmd::prepare(options);
+  CHECK(meta.vocab_size == 70720);
+  CHECK(meta.token_width == spmd::TokenWidth::kU32);
+  CHECK(std::filesystem::file_size(dir.file("out/train.bin")) == size_t(meta.train_tokens) * 4);
+  const spmd::DatasetMeta loaded = spmd::read_meta(dir.file("out/meta.json"));
+  CHECK(loaded.token_width == spmd::TokenWidth::kU32);
+  std::vector<int64_t> ids;
+  for (const char* name : {"out/train.bin", "out/val.bin"}) {
+    const auto data = spmd::TokenDataset::open(dir.file(name), loaded.vocab_size);
+    for (const auto& file : data->files())
+      for (int64_t i = 0; i < file.num_tokens(); ++i) ids.push_back(file.token(i));
+  }
+  CHECK(spmd::decode(loaded, ids) == text);
+  CHECK(*std::max_element(ids.begin(), ids.end()) == 70719);
 }
 
 TEST_CASE("prepare: byte vocabulary round trip takes any bytes") {
