@@ -114,8 +114,7 @@ void setup_train(CLI::App& app, TrainCliOptions& opt) {
 // step to step instead of being mapped and faulted in afresh; bench/NOTES.md), stop handlers.
 int run_worker(const spmd::Config& config, const spmd::RendezvousInfo& rendezvous, const spmd::TrainOptions& train,
                int local_ranks) {
-  at::set_num_threads(config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
-                                                          : spmd::default_threads_per_rank(local_ranks));
+  at::set_num_threads(spmd::threads_per_rank(config.runtime.threads_per_rank, local_ranks));
   spmd::install_caching_cpu_allocator();
   spmd::install_stop_handlers();
   return spmd::run_training(config, rendezvous, train);

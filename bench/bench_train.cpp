@@ -374,8 +374,7 @@ nlohmann::json pipeline_json(const PipelineFigures& f, const spmd::Config& confi
 int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::RendezvousInfo& rendezvous,
              bool single_process) {
   const int local_ranks = single_process ? 1 : rendezvous.local_world_size;
-  const int threads = config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
-                                                          : spmd::default_threads_per_rank(local_ranks);
+  const int threads = spmd::threads_per_rank(config.runtime.threads_per_rank, local_ranks);
   at::set_num_threads(threads);
   if (!opt.default_allocator) spmd::install_caching_cpu_allocator();
 

@@ -22,10 +22,8 @@ build=${1:-build}
 rounds=${2:-3}
 steps=${3:-6}
 config=configs/bench/long-context.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source bench/common.sh
 bash bench/fortunes_bytes.sh "$build" "$work/data"
-lscpu | grep -E '^Model name' || true
 echo "load average before: $(cat /proc/loadavg)"
 others="[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]"
 variants="one cp1 cp2 ring2 cp4 ring4"

@@ -16,10 +16,8 @@ after=${2:?after build dir}
 rounds=${3:-2}
 steps=${4:-3}
 batch=${5:-64}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source bench/common.sh
 bash bench/fortunes_bytes.sh "$after" "$work/data"
-lscpu | grep -E '^Model name' || true
 data=(--set model.vocab_size=256 --set data.train="$work/data/train.bin" --set data.val="$work/data/val.bin"
       --set model.dropout=0 --set data.batch_size="$batch")
 for ((r = 1; r <= rounds; r++)); do

@@ -12,14 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 builds=("$@")
 [ ${#builds[@]} -gt 0 ] || builds=(build)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-python3 - "$work/tokens.bin" <<'PY'
-import array, random, sys
-rng = random.Random(0)
-array.array("H", (rng.randrange(128) for _ in range(1 << 20))).tofile(open(sys.argv[1], "wb"))
-PY
-lscpu | grep -E '^Model name' || true
+source bench/common.sh
+random_tokens "$work/tokens.bin" 128
 echo "load average before: $(cat /proc/loadavg)"
 common=(--config configs/gpt2-124m.yaml --set model.matmul_dtype=float32 --set data.batch_size=2
         --set data.train="$work/tokens.bin" --set data.val="$work/tokens.bin" --set runtime.device=cpu

@@ -11,14 +11,8 @@ cd "$(dirname "$0")/.."
 rounds=$1
 shift
 builds=("$@")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-python3 - "$work/tokens.bin" <<'PY'
-import array, random, sys
-rng = random.Random(0)
-array.array("H", (rng.randrange(65) for _ in range(1 << 20))).tofile(open(sys.argv[1], "wb"))
-PY
-lscpu | grep -E '^Model name' || true
+source bench/common.sh
+random_tokens "$work/tokens.bin" 65
 echo "load average before: $(cat /proc/loadavg)"
 data=(--set data.train="$work/tokens.bin" --set data.val="$work/tokens.bin")
 for ((r = 1; r <= rounds; r++)); do

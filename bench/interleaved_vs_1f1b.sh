@@ -18,10 +18,8 @@ build=${1:-build}
 rounds=${2:-3}
 steps=${3:-10}
 stages=${4:-4}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source bench/common.sh
 bash bench/fortunes_bytes.sh "$build" "$work/data"
-lscpu | grep -E '^Model name' || true
 for ((r = 1; r <= rounds; r++)); do
   for variant in 1f1b interleaved; do
     chunks=$([ "$variant" = interleaved ] && echo 2 || echo 1)

@@ -19,10 +19,8 @@ build=${1:-build}
 rounds=${2:-3}
 steps=${3:-6}
 config=configs/bench/long-context.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source bench/common.sh
 bash bench/fortunes_bytes.sh "$build" "$work/data"
-lscpu | grep -E '^Model name' || true
 echo "load average before: $(cat /proc/loadavg)"
 others="[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]"
 variants=${4:-one one-packed ring4 ring4-packed}

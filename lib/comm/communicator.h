@@ -23,21 +23,14 @@ namespace spmd {
 
 struct ConnectedStore;  // comm/rendezvous_store.h
 
-struct RendezvousInfo {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  int local_world_size = 1;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+// This process's place (rank, world, where rank 0 serves the store) and how to connect.
+struct RendezvousInfo : LaunchRanks {
   double timeout_s = 300;
   std::shared_ptr<ConnectedStore> store;  // connected early (the pre-launch verdict); null: connect here
 };
 
 // Where a launcher (ours, torchrun, srun, mpirun: comm/launch_env.h) placed this process.
-inline RendezvousInfo rendezvous_info(const LaunchRanks& l, double timeout_s) {
-  return {l.rank, l.world_size, l.local_rank, l.local_world_size, l.master_addr, l.master_port, timeout_s, nullptr};
-}
+inline RendezvousInfo rendezvous_info(const LaunchRanks& l, double timeout_s) { return {l, timeout_s, nullptr}; }
 
 class Communicator {
  public:

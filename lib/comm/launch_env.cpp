@@ -59,6 +59,18 @@ void check_ranks(const LaunchEnv& e, const std::string& rank_var, const std::str
              r.local_world_size);
 }
 
+// What srun and mpirun both give: the launcher's rank, world size and local rank variables, read.
+LaunchEnv read_ranks(const EnvMap& env, const char* launcher, const char* rank_var, const char* size_var,
+                     const char* local_rank_var) {
+  LaunchEnv e;
+  e.launcher = launcher;
+  e.world_size_variable = size_var;
+  e.rendezvous.rank = non_negative(env, rank_var);
+  e.rendezvous.world_size = non_negative(env, size_var);
+  e.rendezvous.local_rank = non_negative(env, local_rank_var);
+  return e;
+}
+
 LaunchEnv from_torchrun(const EnvMap& env) {
   require_all(env, find(env, "RANK") ? "RANK" : "WORLD_SIZE", {"RANK", "WORLD_SIZE"});
   LaunchEnv e;
@@ -101,13 +113,8 @@ int slurm_local_tasks(const EnvMap& env, int world) {
 
 LaunchEnv from_slurm(const EnvMap& env) {
   require_all(env, "SLURM_PROCID", {"SLURM_NTASKS", "SLURM_LOCALID"});
-  LaunchEnv e;
-  e.launcher = "srun";
-  e.world_size_variable = "SLURM_NTASKS";
+  LaunchEnv e = read_ranks(env, "srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID");
   LaunchRanks& r = e.rendezvous;
-  r.rank = non_negative(env, "SLURM_PROCID");
-  r.world_size = non_negative(env, "SLURM_NTASKS");
-  r.local_rank = non_negative(env, "SLURM_LOCALID");
   r.local_world_size = slurm_local_tasks(env, r.world_size);
   check_ranks(e, "SLURM_PROCID", "SLURM_LOCALID", "the tasks on this node");
   const std::string nodes_var = first_set(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
@@ -144,13 +151,8 @@ std::string host_of_hnp_uri(const std::string& uri) {
 LaunchEnv from_openmpi(const EnvMap& env) {
   require_all(env, find(env, "OMPI_COMM_WORLD_RANK") ? "OMPI_COMM_WORLD_RANK" : "OMPI_COMM_WORLD_SIZE",
               {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"});
-  LaunchEnv e;
-  e.launcher = "mpirun";
-  e.world_size_variable = "OMPI_COMM_WORLD_SIZE";
+  LaunchEnv e = read_ranks(env, "mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK");
   LaunchRanks& r = e.rendezvous;
-  r.rank = non_negative(env, "OMPI_COMM_WORLD_RANK");
-  r.world_size = non_negative(env, "OMPI_COMM_WORLD_SIZE");
-  r.local_rank = non_negative(env, "OMPI_COMM_WORLD_LOCAL_RANK");
   r.local_world_size = non_negative(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
   check_ranks(e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
   std::string host_from = "MASTER_ADDR";

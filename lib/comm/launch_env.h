@@ -17,7 +17,7 @@ EnvMap current_environment();
 // variables): their rank 0 then does not announce a launcher the parent already announced.
 inline constexpr const char* kBuiltinLauncherMark = "SPMD_LAUNCHER";
 
-// The fields of comm/communicator.h's RendezvousInfo (kept apart: that header brings glog's CHECK).
+// What comm/communicator.h's RendezvousInfo adds to (kept apart: that header brings glog's CHECK).
 struct LaunchRanks {
   int rank = 0;
   int world_size = 1;

@@ -18,8 +18,7 @@ namespace spmd {
 
 namespace {
 int calibrate_worker(const Config& config, const RendezvousInfo& rendezvous, const CalibrateOptions& options) {
-  at::set_num_threads(config.runtime.threads_per_rank > 0 ? static_cast<int>(config.runtime.threads_per_rank)
-                                                          : default_threads_per_rank(rendezvous.local_world_size));
+  at::set_num_threads(threads_per_rank(config.runtime.threads_per_rank, rendezvous.local_world_size));
   const Mesh mesh = probe_mesh(options.devices);
   Communicator comm(rendezvous, mesh, resolve_runtime(config.runtime));
   const MachineRates rates = measure_machine_rates(config, comm);

@@ -6,14 +6,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "commands/mesh_command.h"
 #include "eval/eval_run.h"
 
 namespace spmd {
 
-struct EvalCli {
-  std::string config_path;  // "" : the checkpoint's own config
-  std::vector<std::string> overrides;
-  int nproc = 0;            // 0: the mesh's size
+struct EvalCli : MeshCommandCli {
   EvalOptions options;
 };
 

@@ -6,14 +6,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "commands/mesh_command.h"
 #include "generate/sample_run.h"
 
 namespace spmd {
 
-struct SampleCli {
-  std::string config_path;  // "" : the checkpoint's own config
-  std::vector<std::string> overrides;
-  int nproc = 0;            // 0: the mesh's size
+struct SampleCli : MeshCommandCli {
   bool no_cache = false;
   SampleOptions options;
 };

@@ -231,7 +231,8 @@ class WorkerPool {
 };
 }  // namespace
 
-int default_threads_per_rank(int local_ranks) {
+int threads_per_rank(int64_t configured, int local_ranks) {
+  if (configured > 0) return static_cast<int>(configured);
   unsigned cores = std::thread::hardware_concurrency();
   return std::max(1, static_cast<int>(cores == 0 ? 1 : cores) / std::max(1, local_ranks));
 }
@@ -262,8 +263,7 @@ int launch_workers(const LaunchOptions& options, const std::vector<std::string>&
     SPMD_CHECK(options.nnodes == 1, "--master-port is required with --nnodes > 1 (every node must agree on it)");
     env.port = pick_free_port();
   }
-  env.threads = options.threads_per_rank > 0 ? options.threads_per_rank
-                                             : default_threads_per_rank(options.nproc_per_node);
+  env.threads = threads_per_rank(options.threads_per_rank, options.nproc_per_node);
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);

@@ -1,6 +1,7 @@
 // The local launcher: one worker process per local rank (re-executing this binary with the
 // torchrun variables), output forwarded with a [rank r] prefix, and no worker outliving a failure.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ int launch_workers(const LaunchOptions& options, const std::vector<std::string>&
                    std::string* failure = nullptr);
 
 int pick_free_port();
-int default_threads_per_rank(int local_ranks);
+// A worker's threads: `configured` (runtime.threads_per_rank) when above 0, else its share of the
+// cores among `local_ranks` workers.
+int threads_per_rank(int64_t configured, int local_ranks);
 
 }  // namespace spmd

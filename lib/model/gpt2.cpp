@@ -4,8 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "util/error.h"
-
 namespace spmd {
 
 namespace {
@@ -29,14 +27,8 @@ at::Tensor Gpt2::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bo
 }
 
 at::Tensor Gpt2::cached_attention(const at::Tensor& qkv, int64_t layer, ModelOps& ops, KvCache& cache) const {
+  cache.append(layer, qkv.select(2, 1), qkv.select(2, 2));  // (B, T, H, D) of the new positions
   const size_t l = static_cast<size_t>(layer);
-  if (cache.keys.size() <= l) {
-    cache.keys.resize(l + 1);
-    cache.values.resize(l + 1);
-  }
-  at::Tensor k = qkv.select(2, 1), v = qkv.select(2, 2);  // (B, T, H, D) of the new positions
-  cache.keys[l] = cache.keys[l].defined() ? at::cat({cache.keys[l], k}, 1) : k.contiguous();
-  cache.values[l] = cache.values[l].defined() ? at::cat({cache.values[l], v}, 1) : v.contiguous();
   return ops.attention_over_prefix(qkv.select(2, 0), cache.keys[l], cache.values[l]);
 }
 
@@ -73,23 +65,6 @@ at::Tensor Gpt2::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool train
   return h + mlp(layer_norm(h, fmt::format("h.{}.ln_2", l), ops), l, ops, training);
 }
 
-at::Tensor Gpt2::next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache* cache) const {
-  const int64_t first = cache ? cache->length : 0;
-  SPMD_ASSERT(first + idx.size(1) <= config_.block_size, "decoding past block_size: {} + {} > {}", first,
-              idx.size(1), config_.block_size);
-  at::Tensor x = embed(idx, ops, /*training=*/false, first);
-  for (int64_t l = 0; l < config_.n_layer; ++l) x = block(ops.constrain(x, kResidual), l, ops, false, cache, {});
-  if (cache) cache->length += idx.size(1);
-  const at::Tensor last = x.select(1, x.size(1) - 1);  // (B, C): only the newest position is needed
-  return ops.tied_head_logits(layer_norm(last, "ln_f", ops), "wte");
-}
-
-at::Tensor Gpt2::head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {
-  return ops.tied_head_loss(layer_norm(ops.constrain(x, kResidual), "ln_f", ops), "wte", targets);
-}
-
-at::Tensor Gpt2::head_row_losses(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {
-  return ops.tied_head_row_losses(layer_norm(ops.constrain(x, kResidual), "ln_f", ops), "wte", targets);
-}
+at::Tensor Gpt2::final_norm(const at::Tensor& x, ModelOps& ops) const { return layer_norm(x, "ln_f", ops); }
 
 }  // namespace spmd

@@ -5,9 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "model/params.h"
 #include "model/rope.h"
-#include "util/error.h"
 
 namespace spmd {
 
@@ -42,13 +40,8 @@ at::Tensor Llama::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, b
   const bool drop = training && config_.dropout > 0;
   at::Tensor y;
   if (cache) {  // the cache holds the Hkv key/value heads
+    cache->append(layer, k, v);
     const size_t l = static_cast<size_t>(layer);
-    if (cache->keys.size() <= l) {
-      cache->keys.resize(l + 1);
-      cache->values.resize(l + 1);
-    }
-    cache->keys[l] = cache->keys[l].defined() ? at::cat({cache->keys[l], k}, 1) : k.contiguous();
-    cache->values[l] = cache->values[l].defined() ? at::cat({cache->values[l], v}, 1) : v.contiguous();
     y = ops.attention_over_prefix(q, repeat_kv(cache->keys[l], H), repeat_kv(cache->values[l], H));
   } else {
     const at::Tensor qkv = at::stack({q, repeat_kv(k, H), repeat_kv(v, H)}, 2);  // (B, T, 3, H, D)
@@ -82,25 +75,8 @@ at::Tensor Llama::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool trai
   return h + mlp(ops.rms_norm(h, fmt::format("h.{}.mlp_norm.weight", l), eps), l, ops, training);
 }
 
-at::Tensor Llama::next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache* cache) const {
-  const int64_t first = cache ? cache->length : 0;
-  SPMD_ASSERT(first + idx.size(1) <= config_.block_size, "decoding past block_size: {} + {} > {}", first,
-              idx.size(1), config_.block_size);
-  at::Tensor x = embed(idx, ops, /*training=*/false);
-  for (int64_t l = 0; l < config_.n_layer; ++l) x = block(ops.constrain(x, kResidual), l, ops, false, cache, {});
-  if (cache) cache->length += idx.size(1);
-  const at::Tensor last = x.select(1, x.size(1) - 1);  // (B, C): only the newest position is needed
-  return ops.tied_head_logits(ops.rms_norm(last, "ln_f.weight", config_.rms_norm_eps), head_table(config_));
-}
-
-at::Tensor Llama::head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {
-  const at::Tensor normed = ops.rms_norm(ops.constrain(x, kResidual), "ln_f.weight", config_.rms_norm_eps);
-  return ops.tied_head_loss(normed, head_table(config_), targets);
-}
-
-at::Tensor Llama::head_row_losses(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {
-  const at::Tensor normed = ops.rms_norm(ops.constrain(x, kResidual), "ln_f.weight", config_.rms_norm_eps);
-  return ops.tied_head_row_losses(normed, head_table(config_), targets);
+at::Tensor Llama::final_norm(const at::Tensor& x, ModelOps& ops) const {
+  return ops.rms_norm(x, "ln_f.weight", config_.rms_norm_eps);
 }
 
 }  // namespace spmd

@@ -15,13 +15,11 @@ class Llama : public Model {
   // head, wte or lm_head (model/model.h).
   at::Tensor embed(const at::Tensor& idx, ModelOps& ops, bool training, int64_t first_position = 0,
                    const at::Tensor& document_starts = at::Tensor()) const override;
-  at::Tensor head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const override;
-  at::Tensor head_row_losses(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const override;
-  at::Tensor next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache* cache) const override;
 
  private:
   at::Tensor block(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache,
                    const at::Tensor& document_starts) const override;
+  at::Tensor final_norm(const at::Tensor& x, ModelOps& ops) const override;
   at::Tensor attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache,
                        const at::Tensor& document_starts) const;
   at::Tensor mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training) const;

@@ -33,15 +33,15 @@ class Model {
                            const at::Tensor& document_starts = at::Tensor()) const = 0;
   at::Tensor blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops, bool training,
                     const at::Tensor& document_starts = at::Tensor()) const;
-  virtual at::Tensor head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const = 0;
+  at::Tensor head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const;
   // Evaluation: each row's summed cross-entropy over the positions whose target is not negative
   // ((B,) float, whole on every rank of the last stage).
-  virtual at::Tensor head_row_losses(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const = 0;
+  at::Tensor head_row_losses(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const;
 
   // Decoding (no dropout): logits (B, vocab) of the position after the last of idx (B, T).
   // With a cache, idx continues the positions it holds (their keys and values are reused and
   // idx's appended); without, idx is the whole context from position 0.
-  virtual at::Tensor next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache* cache) const = 0;
+  at::Tensor next_token_logits(const at::Tensor& idx, ModelOps& ops, KvCache* cache) const;
 
   int64_t n_layer() const { return config_.n_layer; }
   const ModelConfig& config() const { return config_; }
@@ -51,6 +51,8 @@ class Model {
   // Block `layer` of the stack on the residual stream x; with a cache, decoding (no dropout).
   virtual at::Tensor block(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache,
                            const at::Tensor& document_starts) const = 0;
+  // The norm after the last block, before the head (the head is head_table(config), model/params.h).
+  virtual at::Tensor final_norm(const at::Tensor& x, ModelOps& ops) const = 0;
   ModelConfig config_;
 };
 

@@ -11,11 +11,6 @@ using namespace spmd::test;
 
 namespace {
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
 const std::vector<std::string> kCpu{"--set", "runtime.device=cpu", "--set", "runtime.backend=gloo"};
 // Compared with fp32 CPU numbers: full fp32 products (runtime.tf32 is on by default on CUDA).
 const std::vector<std::string> kCudaNccl{"--set", "runtime.device=cuda", "--set", "runtime.backend=nccl",

@@ -26,11 +26,6 @@ const std::vector<TestMesh> kTwoRankMeshes{
 };
 const TestMesh& tp2 = kTwoRankMeshes[1];
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
 std::vector<std::string> saving(const std::string& dir, int steps, int every, bool async) {
   return {"--set", "checkpoint.dir=" + dir,          "--set", "checkpoint.every=" + std::to_string(every),
           "--set", "checkpoint.keep=3",              "--set", std::string("checkpoint.async=") + (async ? "true" : "false"),

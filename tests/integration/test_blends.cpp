@@ -10,11 +10,6 @@ using namespace spmd::test;
 
 namespace {
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
 // The tiny run's data.train replaced by a blend of three corpora (the second with its own val).
 std::vector<std::string> blend_args(const TinyRun& run, const std::string& weights = "0.6, 0.3, 0.1") {
   write_token_file(run.dir.file("code.bin"), 9000, 72, 7);

@@ -8,9 +8,7 @@
 // 2 before launch, naming the keys.
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <cmath>
-#include <fstream>
 
 #include "training_fixture.h"
 
@@ -18,11 +16,6 @@ using namespace spmd::test;
 
 namespace {
 const std::string kOthers = "[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]";
-
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
 
 // The mesh [cp] (axes [context]) or [2, cp] ([data, context]) with seq on the context axis.
 std::vector<std::string> context_parallel(int cp, bool data) {
@@ -34,22 +27,6 @@ std::vector<std::string> context_parallel(int cp, bool data) {
 
 std::vector<std::string> dropout(double p) { return {"--set", "model.dropout=" + std::to_string(p)}; }
 
-// Each step's global gradient norm from metrics.jsonl: a gradient scaled by the context degree
-// (the scaling bug peers shipped) shows here even where AdamW's scale invariance hides it.
-std::vector<double> grad_norms(const std::string& out) {
-  std::vector<double> norms;
-  std::ifstream in(out + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) norms.push_back(nlohmann::json::parse(line)["grad_norm"].get<double>());
-  return norms;
-}
-
-nlohmann::json inspect_json(const TinyRun& run, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{binary_path("spmd-inspect"), "--config", run.config, "--json"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const auto r = run_process(argv, {}, 60);
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-  return nlohmann::json::parse(r.output);
-}
 }  // namespace
 
 TEST_CASE("context parallel: cp 2 and 4, alone and with data, FSDP and tensor axes (and all three), match one process") {
@@ -158,34 +135,19 @@ TEST_CASE("context parallel: checkpoints move between a context-parallel mesh an
 }
 
 TEST_CASE("context parallel: sampling from a context-parallel checkpoint on its mesh prints the one-process text") {
-  // A prepared char corpus, so that the checkpoint carries its tokenizer (test_sample.cpp's).
+  // A prepared char corpus, so that the checkpoint carries its tokenizer.
   TinyRun run;
-  std::string text;
-  for (int i = 0; i < 300; ++i) text += "the cat sat on the mat. a dog ran to the log.\n";
-  write_file(run.dir.file("corpus.txt"), text);
-  const auto prep = run_process({binary_path("spmd-prepare"), "--input", run.dir.file("corpus.txt"), "--out",
-                                 run.dir.file("data"), "--quiet"});
-  REQUIRE_MESSAGE(prep.exit_code == 0, prep.output);
-  const std::vector<std::string> corpus{"--set", "data.train=" + run.dir.file("data/train.bin"), "--set",
-                                        "data.val=" + run.dir.file("data/val.bin"), "--set", "model.vocab_size=20"};
+  const std::vector<std::string> corpus = prepared_data(prepare_char_corpus(run.dir, 300, "data"), 20);
   auto trained = [&](const std::string& name, const std::vector<std::string>& mesh) {
     train(run, run.dir.file(name),
           with(with(corpus, mesh), {"--set", "checkpoint.dir=" + run.dir.file(name + "-ckpt"), "--set",
                                     "checkpoint.every=12"}));
     return run.dir.file(name + "-ckpt/step_00000012");
   };
-  auto sample = [&](const std::string& checkpoint, const std::string& name) {
-    const std::string out = run.dir.file(name);
-    auto r = run_process({binary_path("spmd-train"), "sample", "--checkpoint", checkpoint, "--prompt", "the ",
-                          "--tokens", "24", "--seed", "7", "--text-out", out},
-                         {}, 120);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-    return read_file(out);
-  };
   // The context-parallel checkpoint's config names the [2] context mesh: sampling runs on it.
-  const std::string one = sample(trained("single", {}), "single.txt");
+  const std::string one = sample_text(trained("single", {}), run.dir.file("single.txt"), 24);
   CHECK(one.size() == std::string("the ").size() + 24 + 1);
-  CHECK(sample(trained("cp", context_parallel(2, false)), "cp.txt") == one);
+  CHECK(sample_text(trained("cp", context_parallel(2, false)), run.dir.file("cp.txt"), 24) == one);
 }
 
 TEST_CASE("context parallel by ring: cp 2 and 4, with data, tensor and pipeline axes and recomputation, match one process") {
@@ -245,8 +207,8 @@ TEST_CASE("context parallel by ring: spmd-inspect's activations match a ring run
     CAPTURE(cp);
     const auto gather_args = with(bigger, context_parallel(cp, false));
     const auto ring_args = with(gather_args, {"--set", "runtime.context_exchange=ring"});
-    const double gathered = inspect_json(run, gather_args)["totals"]["per_device"]["activations"].get<double>();
-    const double estimate = inspect_json(run, ring_args)["totals"]["per_device"]["activations"].get<double>();
+    const double gathered = inspect_json_of(run.config, gather_args)["totals"]["per_device"]["activations"].get<double>();
+    const double estimate = inspect_json_of(run.config, ring_args)["totals"]["per_device"]["activations"].get<double>();
     CHECK(estimate < gathered * 0.75);  // no (T/cp, T) probabilities, no gathered keys and values
     const std::string out = run.dir.file("ring-memory-" + std::to_string(cp));
     train(run, out, ring_args);
@@ -268,7 +230,7 @@ TEST_CASE("context parallel: spmd-inspect's activations per rank fall with the c
   for (int cp : {1, 2, 4}) {
     CAPTURE(cp);
     const auto args = with(bigger, context_parallel(cp, false));
-    const auto memory = inspect_json(run, args)["totals"]["per_device"];
+    const auto memory = inspect_json_of(run.config, args)["totals"]["per_device"];
     const double estimate = memory["activations"].get<double>();
     CHECK(memory["context_parallel_degree"].get<int>() == cp);
     if (cp > 1) CHECK(estimate < previous * 0.75);  // the attention's (T/cp, T) keeps it above 1/cp
@@ -281,9 +243,7 @@ TEST_CASE("context parallel: spmd-inspect's activations per rank fall with the c
     CHECK(std::abs(estimate - measured) <= measured / 4);
   }
   // The shipped example (docs/context-parallel.md) inspects as 2-way data x 2-way context.
-  const auto r = run_process({binary_path("spmd-inspect"), "--config", source_path("configs/context-2x2.yaml"), "--json"}, {}, 60);
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-  const auto shipped = nlohmann::json::parse(r.output);
+  const auto shipped = inspect_json_of(source_path("configs/context-2x2.yaml"));
   CHECK(shipped["data_parallel_size"].get<int>() == 2);
   CHECK(shipped["totals"]["per_device"]["context_parallel_degree"].get<int>() == 2);
 }
@@ -310,11 +270,6 @@ TEST_CASE("context parallel: layouts it cannot run exit 2 before launch, naming 
   };
   for (const auto& c : cases) {
     CAPTURE(c.said.front());
-    const auto start = std::chrono::steady_clock::now();
-    const auto r = run_train(run, run.dir.file("bad"), c.args);
-    CHECK(r.exit_code == 2);
-    for (const auto& text : c.said) CHECK_MESSAGE(r.output.find(text) != std::string::npos, r.output);
-    CHECK(r.output.find("terminate called") == std::string::npos);
-    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));  // refused, not a timeout
+    check_refused(run, c.args, c.said);
   }
 }

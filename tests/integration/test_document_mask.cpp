@@ -19,11 +19,6 @@ constexpr int kEot = 0;
 const std::string kOthers = "[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]";
 const std::string kTpRest = "[vocab, model], [heads, model], [mlp, model], [embed, null], [kv, null]";
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
 // `count` uint16 tokens in documents of 1 to 12 tokens, each ended by kEot: a window of 16 holds
 // several documents and usually starts mid-document.
 void write_packed_tokens(const std::string& path, int64_t count, uint32_t seed) {
@@ -49,13 +44,6 @@ struct PackedRun : TinyRun {
     return with({"--set", "data.document_mask=true", "--set", "data.eot_token=0", "--set", "model.dropout=0.1"}, extra);
   }
 };
-
-std::vector<double> grad_norms(const std::string& out) {
-  std::vector<double> norms;
-  std::ifstream in(out + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) norms.push_back(nlohmann::json::parse(line)["grad_norm"].get<double>());
-  return norms;
-}
 
 struct MeshCase {
   std::string name;
@@ -153,14 +141,7 @@ TEST_CASE("document mask: the end-of-text id comes from meta.json, and without o
   check_failed_with(run_train(run, run.dir.file("negative"), with(mask_on, {"--set", "data.eot_token=-2"})), 2,
                     "data.eot_token");
   // A char vocabulary has no end-of-text token.
-  std::string text;
-  for (int i = 0; i < 200; ++i) text += "the cat sat on the mat. a dog ran to the log.\n";
-  write_file(run.dir.file("corpus.txt"), text);
-  const auto char_prep = run_process({binary_path("spmd-prepare"), "--input", run.dir.file("corpus.txt"), "--out",
-                                      run.dir.file("chars"), "--quiet"});
-  REQUIRE_MESSAGE(char_prep.exit_code == 0, char_prep.output);
-  const std::vector<std::string> chars{"--set", "data.train=" + run.dir.file("chars/train.bin"), "--set",
-                                       "data.val=" + run.dir.file("chars/val.bin"), "--set", "model.vocab_size=20"};
+  const std::vector<std::string> chars = prepared_data(prepare_char_corpus(run.dir, 200, "chars"), 20);
   r = run_train(run, run.dir.file("chars-out"), with(chars, mask_on));
   check_failed_with(r, 2, "data.eot_token");
   CHECK(r.output.find("without an end-of-text token") != std::string::npos);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
+#include "training_fixture.h"
 
 using namespace spmd::test;
 
@@ -15,14 +16,6 @@ ProcessResult inspect(const std::vector<std::string>& args) {
   std::vector<std::string> argv{binary_path("spmd-inspect")};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_process(argv, {}, 60);
-}
-
-nlohmann::json inspect_json_of(const std::string& path, const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args{"--config", path, "--json"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  auto r = inspect(args);
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-  return nlohmann::json::parse(r.output);
 }
 
 nlohmann::json inspect_json(const std::string& config) { return inspect_json_of(source_path("configs/" + config)); }

@@ -16,11 +16,6 @@ using namespace spmd::test;
 
 namespace {
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
 // Six steps (one evaluation at the end) keep the many runs cheap.
 const std::vector<std::string> kShort{"--set", "train.steps=6", "--set", "train.eval_every=6"};
 

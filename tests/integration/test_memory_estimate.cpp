@@ -16,11 +16,6 @@
 using namespace spmd::test;
 
 namespace {
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
 // The tiny model made wider and longer so activations dominate (block 64, width 64, 4 heads); two
 // steps (the last is measured, with the FSDP prefetch order recorded), no evaluation.
 const std::vector<std::string> kModel{"--set", "model.block_size=64", "--set", "model.n_embd=64",
@@ -31,14 +26,6 @@ const std::vector<std::string> kModel{"--set", "model.block_size=64", "--set", "
 const std::string kSequenceParallelRules =
     "[[batch, data], [seq, model], [vocab, model], [heads, model], [mlp, model], [embed, null], [kv, null]]";
 
-nlohmann::json inspect_json(const TinyRun& run, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{binary_path("spmd-inspect"), "--config", run.config, "--json"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const auto r = run_process(argv, {}, 60);
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-  return nlohmann::json::parse(r.output);
-}
-
 // Trains `name` with `args`, asks spmd-inspect about the same config, compares; returns the memory
 // section of the estimate.
 nlohmann::json check_estimate(const TinyRun& run, const std::string& name, const std::vector<std::string>& args) {
@@ -48,7 +35,7 @@ nlohmann::json check_estimate(const TinyRun& run, const std::string& name, const
   const auto r = run_train(run, out, all);
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   const int64_t measured = read_summary(out)["graph_bytes"].get<int64_t>();
-  const nlohmann::json memory = inspect_json(run, all)["totals"]["per_device"];
+  const nlohmann::json memory = inspect_json_of(run.config, all)["totals"]["per_device"];
   const int64_t estimate = memory["activations"].get<int64_t>();
   MESSAGE(name << ": activations held for backward per device, estimate " << estimate << " bytes, measured "
                << measured << " (ratio " << static_cast<double>(estimate) / static_cast<double>(measured) << ")");
@@ -131,7 +118,7 @@ TEST_CASE("memory estimate: each stage of a 2-stage 1F1B pipeline against its pe
     const auto r = run_train(run, out, all);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     const auto peaks = read_summary(out)["peak_tensor_bytes_per_stage"];
-    const auto j = inspect_json(run, all);
+    const auto j = inspect_json_of(run.config, all);
     const auto& stages = j["pipeline"]["stage_list"];
     REQUIRE(peaks.size() == 2);
     for (size_t s = 0; s < 2; ++s) {

@@ -35,11 +35,6 @@ const TestMesh& pipeline_mesh(const std::string& name) {
   throw std::runtime_error("no pipeline mesh " + name);
 }
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
 // Four blocks (one per stage on the 4-stage meshes), dropout on.
 const std::vector<std::string> kFourBlocks{"--set", "model.n_layer=4", "--set", "model.dropout=0.1"};
 

@@ -25,11 +25,6 @@ const char* kRates = R"({"matmul_TFLOPs": 0.05, "memory_GBps": 10,
 const std::vector<std::string> kShort = {"--set", "train.steps=6", "--set", "train.decay_steps=6", "--set",
                                          "train.eval_every=6"};
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 ProcessResult inspect(const TinyRun& run, const std::vector<std::string>& args) {
   return run_process(with({binary_path("spmd-inspect"), "--config", run.config}, with(kShort, args)), {}, 120);
 }

@@ -8,10 +8,6 @@
 using namespace spmd::test;
 
 namespace {
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
 }  // namespace
 
 TEST_CASE("remat: full and selective recomputation give exactly the losses of none, on [1], [2,2] and FSDP-4") {

@@ -19,12 +19,7 @@ struct SampledRun {
   TempDir dir;
   std::string config, checkpoint;
   explicit SampledRun(const std::string& model = "") {
-    std::string text;
-    for (int i = 0; i < 300; ++i) text += "the cat sat on the mat. a dog ran to the log.\n";
-    write_file(dir.file("corpus.txt"), text);
-    auto prep = run_process({binary_path("spmd-prepare"), "--input", dir.file("corpus.txt"), "--out",
-                             dir.file("data"), "--quiet"});
-    REQUIRE_MESSAGE(prep.exit_code == 0, prep.output);
+    prepare_char_corpus(dir, 300, "data");
     config = dir.file("tiny.yaml");
     write_file(config, "mesh: {shape: [1, 1], axes: [data, model]}\n"
                        "sharding_rules: " + kTpRules + "\n"
@@ -56,11 +51,6 @@ const SampledRun& sampled_run() {
 const SampledRun& llama_sampled_run() {
   static SampledRun run(", arch: llama, n_kv_head: 2, tie_embeddings: false");
   return run;
-}
-
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
 }
 
 // stdout only: run_process interleaves stderr, so the sampling runs write the text to a file.
@@ -125,17 +115,9 @@ TEST_CASE("sample: a checkpoint trained on an interleaved pipeline prints the on
                       "[embed, null], [seq, null], [kv, null]]",
                       "--set", "runtime.pipeline_schedule=interleaved", "--set", "runtime.virtual_stages=2", "--set",
                       "train.microbatches=2"});
-  auto sample = [&](const std::string& checkpoint, const std::string& name) {
-    const std::string out = run.dir.file(name);
-    auto r = run_process({binary_path("spmd-train"), "sample", "--checkpoint", checkpoint, "--prompt", "the ",
-                          "--tokens", "40", "--seed", "7", "--text-out", out},
-                         {}, 120);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-    return read_file(out);
-  };
-  const std::string one = sample(single, "single.txt");
+  const std::string one = sample_text(single, run.dir.file("single.txt"), 40);
   CHECK(one.size() == std::string("the ").size() + 40 + 1);
-  CHECK(sample(staged, "interleaved.txt") == one);
+  CHECK(sample_text(staged, run.dir.file("interleaved.txt"), 40) == one);
 }
 
 TEST_CASE("sample: stdout carries the text alone, on one process and under the launcher") {

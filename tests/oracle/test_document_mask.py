@@ -8,24 +8,22 @@ end-of-text tokens' own targets included, equals the first-step loss of spmd-tra
 the export with document_mask on, on one process, a tensor-parallel mesh and a context-parallel
 ring. The same windows run whole (no mask) give a clearly different loss: the check can fail.
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from oracle_support import require, run, temp_dir, tool  # noqa: E402
+from hf_compare import (DATA_MODEL_2X2, check_close, our_first_loss, transformers_loss,  # noqa: E402
+                        write_config, write_windows)
 
 torch, transformers = require("torch", "transformers")
 
 V, T, B, C, L, H = 65, 32, 8, 32, 2, 4  # vocab, block, global batch, width, layers, heads
 EOT = 3
-REL = 1e-5
 
 MESHES = {
     "single": [],
-    "data-model-2x2": ["--set", "mesh.shape=[2,2]", "--set", "mesh.axes=[data,model]", "--set",
-                       "sharding_rules=[[batch, data], [vocab, model], [heads, model], [mlp, model], "
-                       "[embed, null], [seq, null], [kv, null]]"],
+    "data-model-2x2": DATA_MODEL_2X2,
     "context-ring-2": ["--set", "mesh.shape=[2]", "--set", "mesh.axes=[context]", "--set",
                        "sharding_rules=[[batch, null], [seq, context], [vocab, null], [heads, null], [mlp, null], "
                        "[embed, null], [kv, null]]", "--set", "runtime.context_exchange=ring"],
@@ -39,25 +37,7 @@ def write_data(d):
     while len(tokens) < B * T + 1:
         n = int(torch.randint(1, 10, (1,), generator=g))
         tokens += [int(t) for t in torch.randint(0, V, (n - 1,), generator=g) if int(t) != EOT] + [EOT]
-    tokens = torch.tensor(tokens[:B * T + 1], dtype=torch.int32)
-    path = os.path.join(d, "train.bin")
-    with open(path, "wb") as f:
-        f.write(tokens.numpy().astype("<u2").tobytes())
-    windows = torch.stack([tokens[i * T: i * T + T + 1] for i in range(B)]).long()  # (B, T+1)
-    return path, windows
-
-
-def write_config(d, data):
-    path = os.path.join(d, "packed.yaml")
-    with open(path, "w") as f:
-        f.write("mesh: {shape: [1], axes: [data]}\n"
-                "sharding_rules: [[batch, data], [vocab, null], [heads, null], [mlp, null], [embed, null], "
-                "[seq, null], [kv, null]]\n"
-                f"model: {{vocab_size: {V}, block_size: {T}, n_layer: {L}, n_head: {H}, n_embd: {C}, dropout: 0.0}}\n"
-                f"data: {{train: {data}, val: {data}, batch_size: {B}, document_mask: true, eot_token: {EOT}}}\n"
-                "train: {steps: 1, decay_steps: 10, warmup_steps: 0, lr: 1.0e-3, log_every: 1, eval_every: 0}\n"
-                "runtime: {timeout_s: 60}\n")
-    return path
+    return write_windows(d, torch.tensor(tokens[:B * T + 1], dtype=torch.int32), T, B)
 
 
 def documents(window):
@@ -85,32 +65,14 @@ def packed_loss(model, windows):
     return total / count
 
 
-def whole_window_loss(model, windows):
-    with torch.no_grad():
-        logits = model(windows[:, :T]).logits
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, V).double(), windows[:, 1:].reshape(-1)).item()
-
-
-def our_first_loss(config, out, extra):
-    run([tool("spmd-train"), "--config", config, "--set", f"output.dir={out}"] + extra, timeout=240)
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        first = json.loads(f.readline())
-    assert first["step"] == 1, first
-    return first["loss"]
-
-
-def check_close(what, ours, theirs):
-    rel = abs(ours - theirs) / abs(theirs)
-    print(f"{what}: spmd-train {ours:.7f} transformers {theirs:.7f} (relative {rel:.1e})")
-    assert rel <= REL, f"{what}: relative difference {rel:.2e} above {REL}"
-
-
 def main():
     d = temp_dir()
     data, windows = write_data(d)
     assert all(len(documents(w)) >= 3 for w in windows), "every window should pack several documents"
     assert any(int(windows[i - 1][T - 1]) != EOT for i in range(1, B)), "some window should start mid-document"
-    config = write_config(d, data)
+    config = write_config(os.path.join(d, "packed.yaml"),
+                          f"vocab_size: {V}, block_size: {T}, n_layer: {L}, n_head: {H}, n_embd: {C}, dropout: 0.0",
+                          f"train: {data}, val: {data}, batch_size: {B}, document_mask: true, eot_token: {EOT}")
 
     # A random GPT-2 (every tensor perturbed, so a mixed-up mapping shows), trained three packed steps.
     torch.manual_seed(0)
@@ -133,7 +95,7 @@ def main():
     cfg.save_pretrained(exported)
     trained = transformers.GPT2LMHeadModel.from_pretrained(exported).eval()
     theirs = packed_loss(trained, windows)
-    unpacked = whole_window_loss(trained, windows)
+    unpacked = transformers_loss(trained, windows)
     print(f"transformers: documents alone {theirs:.7f}, whole windows {unpacked:.7f}")
     assert abs(unpacked - theirs) / theirs > 1e-3, "the mask should change the loss"
 

@@ -10,23 +10,21 @@
 The batch is pinned by the data: the token file holds exactly batch_size windows, so the first
 step's global batch is all of them (in the loader's order, which a mean loss does not see).
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from oracle_support import require, run, temp_dir, tool  # noqa: E402
+from hf_compare import (DATA_MODEL_2X2, check_close, our_first_loss, transformers_loss,  # noqa: E402
+                        write_config, write_windows)
 
 torch, transformers = require("torch", "transformers")
 
 V, T, B, C, L, H = 65, 32, 8, 32, 2, 4  # vocab, block, global batch, width, layers, heads
-REL = 1e-5
 
 MESHES = {
     "single": [],
-    "data-model-2x2": ["--set", "mesh.shape=[2,2]", "--set", "mesh.axes=[data,model]", "--set",
-                       "sharding_rules=[[batch, data], [vocab, model], [heads, model], [mlp, model], "
-                       "[embed, null], [seq, null], [kv, null]]"],
+    "data-model-2x2": DATA_MODEL_2X2,
     "fsdp-4": ["--set", "mesh.shape=[4]", "--set", "mesh.axes=[fsdp]", "--set",
                "sharding_rules=[[batch, fsdp], [embed, fsdp], [vocab, null], [heads, null], [mlp, null], "
                "[seq, null], [kv, null]]"],
@@ -36,52 +34,15 @@ MESHES = {
 def write_data(d):
     """B windows of T+1 tokens (B*T+1 tokens): the first step's batch is all of them."""
     g = torch.Generator().manual_seed(7)
-    tokens = torch.randint(0, V, (B * T + 1,), generator=g, dtype=torch.int32)
-    path = os.path.join(d, "train.bin")
-    with open(path, "wb") as f:
-        f.write(tokens.numpy().astype("<u2").tobytes())
-    windows = torch.stack([tokens[i * T: i * T + T + 1] for i in range(B)]).long()  # (B, T+1)
-    return path, windows
-
-
-def write_config(d, data):
-    path = os.path.join(d, "tiny.yaml")
-    with open(path, "w") as f:
-        f.write("mesh: {shape: [1], axes: [data]}\n"
-                "sharding_rules: [[batch, data], [vocab, null], [heads, null], [mlp, null], [embed, null], "
-                "[seq, null], [kv, null]]\n"
-                f"model: {{vocab_size: {V}, block_size: {T}, n_layer: {L}, n_head: {H}, n_embd: {C}, dropout: 0.0}}\n"
-                f"data: {{train: {data}, val: {data}, batch_size: {B}}}\n"
-                "train: {steps: 1, decay_steps: 10, warmup_steps: 0, lr: 1.0e-3, log_every: 1, eval_every: 0}\n"
-                "runtime: {timeout_s: 60}\n")
-    return path
-
-
-def hf_loss(model, windows):
-    with torch.no_grad():
-        logits = model(windows[:, :T]).logits  # (B, T, V)
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, V).double(), windows[:, 1:].reshape(-1)).item()
-
-
-def our_first_loss(config, out, extra):
-    """Trains with `extra` and returns the first step's loss (metrics.jsonl: before the first update)."""
-    run([tool("spmd-train"), "--config", config, "--set", f"output.dir={out}"] + extra, timeout=240)
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        first = json.loads(f.readline())
-    assert first["step"] == 1, first  # numbered as the progress line
-    return first["loss"]
-
-
-def check_close(what, ours, theirs):
-    rel = abs(ours - theirs) / abs(theirs)
-    print(f"{what}: spmd-train {ours:.7f} transformers {theirs:.7f} (relative {rel:.1e})")
-    assert rel <= REL, f"{what}: relative difference {rel:.2e} above {REL}"
+    return write_windows(d, torch.randint(0, V, (B * T + 1,), generator=g, dtype=torch.int32), T, B)
 
 
 def main():
     d = temp_dir()
     data, windows = write_data(d)
-    config = write_config(d, data)
+    config = write_config(os.path.join(d, "tiny.yaml"),
+                          f"vocab_size: {V}, block_size: {T}, n_layer: {L}, n_head: {H}, n_embd: {C}, dropout: 0.0",
+                          f"train: {data}, val: {data}, batch_size: {B}")
 
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=V, n_positions=T, n_embd=C, n_layer=L, n_head=H,
@@ -92,7 +53,7 @@ def main():
         for p in hf.parameters():
             p.add_(0.2 * torch.randn_like(p))
     hf.save_pretrained(pretrained)
-    reference = hf_loss(hf, windows)
+    reference = transformers_loss(hf, windows)
     assert abs(reference - torch.log(torch.tensor(float(V))).item()) > 0.1, "the model should be far from uniform"
 
     # 1. HF weights in, on three meshes (the single-process run also trains on, for part 2).
@@ -111,7 +72,7 @@ def main():
     run([tool("spmd-train"), "export", "--checkpoint", os.path.join(ck, "step_00000003"), "--out", one_file])
     with open(one_file, "rb") as a, open(os.path.join(exported, "model.safetensors"), "rb") as b:
         assert a.read() == b.read(), "the folder's weights should be the single file's"
-    theirs = hf_loss(trained, windows)
+    theirs = transformers_loss(trained, windows)
     assert abs(theirs - reference) > 1e-4, "the export should hold the trained weights, not the pretrained ones"
     ours = our_first_loss(config, os.path.join(d, "out-export"), ["--set", f"train.init_from={exported}"])
     check_close("export of 3 trained steps, from_pretrained", ours, theirs)

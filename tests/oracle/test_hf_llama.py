@@ -20,41 +20,28 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from oracle_support import require, run, temp_dir, tool  # noqa: E402
+from hf_compare import (DATA_MODEL_2X2, check_close, our_first_loss, transformers_loss,  # noqa: E402
+                        write_config, write_windows)
 
 torch, transformers = require("torch", "transformers")
 
 V, T, B, C, L, H, HKV, F = 67, 32, 8, 32, 2, 4, 2, 48
-REL = 1e-5
 SCALING = {"factor": 8.0, "low_freq_factor": 0.5, "high_freq_factor": 2.0, "original_max_position_embeddings": 32}
-TP_MESH = ["--set", "mesh.shape=[2,2]", "--set", "mesh.axes=[data,model]", "--set",
-           "sharding_rules=[[batch, data], [vocab, model], [heads, model], [mlp, model], [embed, null], "
-           "[seq, null], [kv, null]]"]
 
 
 def write_data(d):
     """B windows of T+1 tokens: the first step's batch is all of them."""
     g = torch.Generator().manual_seed(7)
-    tokens = torch.randint(0, V, (B * T + 1,), generator=g, dtype=torch.int32)
-    path = os.path.join(d, "train.bin")
-    with open(path, "wb") as f:
-        f.write(tokens.numpy().astype("<u2").tobytes())
-    return path, torch.stack([tokens[i * T: i * T + T + 1] for i in range(B)]).long()
+    return write_windows(d, torch.randint(0, V, (B * T + 1,), generator=g, dtype=torch.int32), T, B)
 
 
-def write_config(d, name, data, tied, scaling):
+def llama_config(d, name, data, tied, scaling):
     rope = "" if scaling is None else ", rope_scaling: {" + ", ".join(f"{k}: {v}" for k, v in scaling.items()) + "}"
-    path = os.path.join(d, f"{name}.yaml")
-    with open(path, "w") as f:
-        f.write("mesh: {shape: [1], axes: [data]}\n"
-                "sharding_rules: [[batch, data], [vocab, null], [heads, null], [mlp, null], [embed, null], "
-                "[seq, null], [kv, null]]\n"
-                f"model: {{arch: llama, vocab_size: {V}, block_size: {T}, n_layer: {L}, n_head: {H}, "
-                f"n_kv_head: {HKV}, n_embd: {C}, intermediate_size: {F}, rms_norm_eps: 1.0e-5, rope_theta: 1000.0, "
-                f"tie_embeddings: {str(tied).lower()}, dropout: 0.0{rope}}}\n"
-                f"data: {{train: {data}, val: {data}, batch_size: {B}}}\n"
-                "train: {steps: 1, decay_steps: 10, warmup_steps: 0, lr: 1.0e-3, log_every: 1, eval_every: 0}\n"
-                "runtime: {timeout_s: 60}\n")
-    return path
+    return write_config(os.path.join(d, f"{name}.yaml"),
+                        f"arch: llama, vocab_size: {V}, block_size: {T}, n_layer: {L}, n_head: {H}, "
+                        f"n_kv_head: {HKV}, n_embd: {C}, intermediate_size: {F}, rms_norm_eps: 1.0e-5, "
+                        f"rope_theta: 1000.0, tie_embeddings: {str(tied).lower()}, dropout: 0.0{rope}",
+                        f"train: {data}, val: {data}, batch_size: {B}")
 
 
 def random_llama(tied, scaling):
@@ -86,26 +73,6 @@ def published_layout(folder):
         json.dump(cfg, f, indent=2)
 
 
-def hf_loss(model, windows):
-    with torch.no_grad():
-        logits = model(windows[:, :T]).logits.float()
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, V).double(), windows[:, 1:].reshape(-1)).item()
-
-
-def our_first_loss(config, out, extra):
-    run([tool("spmd-train"), "--config", config, "--set", f"output.dir={out}"] + extra, timeout=240)
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        first = json.loads(f.readline())
-    assert first["step"] == 1, first
-    return first["loss"]
-
-
-def check_close(what, ours, theirs):
-    rel = abs(ours - theirs) / abs(theirs)
-    print(f"{what}: spmd-train {ours:.7f} transformers {theirs:.7f} (relative {rel:.1e})")
-    assert rel <= REL, f"{what}: relative difference {rel:.2e} above {REL}"
-
-
 def main():
     d = temp_dir()
     data, windows = write_data(d)
@@ -117,11 +84,11 @@ def main():
         assert os.path.exists(os.path.join(folder, "model.safetensors.index.json")), os.listdir(folder)
         if name == "B":
             published_layout(folder)
-        folders[name], configs[name] = folder, write_config(d, name, data, tied, scaling)
+        folders[name], configs[name] = folder, llama_config(d, name, data, tied, scaling)
         loaded = transformers.LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-        reference = hf_loss(loaded, windows)
+        reference = transformers_loss(loaded, windows)
         assert abs(reference - torch.log(torch.tensor(float(V))).item()) > 0.1, "far from uniform"
-        for mesh_name, mesh in (("single", []), ("data-model-2x2", TP_MESH)):
+        for mesh_name, mesh in (("single", []), ("data-model-2x2", DATA_MODEL_2X2)):
             extra = mesh + ["--set", f"train.init_from={folder}"]
             if name == "A" and mesh_name == "single":
                 extra += ["--set", "train.steps=3", "--set", f"checkpoint.dir={os.path.join(d, 'ck')}"]
@@ -132,7 +99,7 @@ def main():
     exported = os.path.join(d, "exported")
     run([tool("spmd-train"), "export", "--checkpoint", os.path.join(d, "ck", "step_00000003"), "--out", exported])
     trained = transformers.LlamaForCausalLM.from_pretrained(exported).eval()
-    theirs = hf_loss(trained, windows)
+    theirs = transformers_loss(trained, windows)
     ours = our_first_loss(configs["A"], os.path.join(d, "out-export"), ["--set", f"train.init_from={exported}"])
     check_close("A: export of 3 trained steps, from_pretrained", ours, theirs)
     p = run([tool("spmd-train"), "export", "--checkpoint", os.path.join(d, "ck", "step_00000003"), "--out", exported],

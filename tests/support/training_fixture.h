@@ -1,7 +1,8 @@
 // Shared by the multi-process training tests: the tiny model on a generated corpus,
-// the meshes under test, and reading metrics.jsonl.
+// the meshes under test, reading metrics.jsonl, and the commands the tests run around training.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -68,6 +69,12 @@ inline std::vector<std::string> mesh_args(const TestMesh& m) {
   return {"--set", "mesh.shape=" + m.shape, "--set", "mesh.axes=" + m.axes, "--set", "sharding_rules=" + m.rules};
 }
 
+// The arguments a, then more.
+inline std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
 struct Curve {
   std::vector<double> loss, val_loss;
 };
@@ -131,6 +138,63 @@ inline void check_same_curve(const Curve& got, const Curve& want, double rel) {
   }
   for (size_t i = 0; i < want.val_loss.size(); ++i)
     CHECK(std::abs(got.val_loss[i] - want.val_loss[i]) <= rel * std::abs(want.val_loss[i]));
+}
+
+// Each step's global gradient norm from out/metrics.jsonl: a gradient scaled by an axis size or a
+// microbatch count shows here even where AdamW's scale invariance hides it in the loss.
+inline std::vector<double> grad_norms(const std::string& out) {
+  std::vector<double> norms;
+  std::ifstream in(out + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) norms.push_back(nlohmann::json::parse(line)["grad_norm"].get<double>());
+  return norms;
+}
+
+// spmd-inspect --json on a config with extra arguments, requiring success.
+inline nlohmann::json inspect_json_of(const std::string& config, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv{binary_path("spmd-inspect"), "--config", config, "--json"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  const auto r = run_process(argv, {}, 60);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  return nlohmann::json::parse(r.output);
+}
+
+// A char-level corpus (`lines` lines of two short sentences, 20 symbols) written to dir/corpus.txt
+// and prepared by spmd-prepare into dir/`name` (a tokenizer a checkpoint carries); returns that folder.
+inline std::string prepare_char_corpus(const TempDir& dir, int lines, const std::string& name) {
+  std::string text;
+  for (int i = 0; i < lines; ++i) text += "the cat sat on the mat. a dog ran to the log.\n";
+  write_file(dir.file("corpus.txt"), text);
+  const auto prep = run_process({binary_path("spmd-prepare"), "--input", dir.file("corpus.txt"), "--out",
+                                 dir.file(name), "--quiet"});
+  REQUIRE_MESSAGE(prep.exit_code == 0, prep.output);
+  return dir.file(name);
+}
+
+// --set arguments that train on a prepared folder's train.bin and val.bin with its vocabulary size.
+inline std::vector<std::string> prepared_data(const std::string& folder, int vocab_size) {
+  return {"--set", "data.train=" + folder + "/train.bin", "--set", "data.val=" + folder + "/val.bin", "--set",
+          "model.vocab_size=" + std::to_string(vocab_size)};
+}
+
+// `spmd-train sample` of `tokens` tokens after "the " (seed 7) from a checkpoint, on the mesh its
+// config names; the text it wrote to `out` (stdout only: run_process interleaves stderr).
+inline std::string sample_text(const std::string& checkpoint, const std::string& out, int tokens) {
+  auto r = run_process({binary_path("spmd-train"), "sample", "--checkpoint", checkpoint, "--prompt", "the ",
+                        "--tokens", std::to_string(tokens), "--seed", "7", "--text-out", out},
+                       {}, 120);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  return read_file(out);
+}
+
+// A training run with `args` refused before launch: exit 2 within 30 s (not a worker's timeout),
+// saying every one of `said`, with no C++ exception trace.
+inline void check_refused(const TinyRun& run, const std::vector<std::string>& args, const std::vector<std::string>& said) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_train(run, run.dir.file("bad"), args);
+  CHECK(r.exit_code == 2);
+  for (const auto& text : said) CHECK_MESSAGE(r.output.find(text) != std::string::npos, r.output);
+  CHECK(r.output.find("terminate called") == std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));  // refused, not a timeout
 }
 
 }  // namespace spmd::test

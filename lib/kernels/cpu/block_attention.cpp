@@ -27,8 +27,6 @@ namespace spmd::kernels::cpu {
 
 namespace {
 
-constexpr int64_t kRowBlock = 32;
-
 // The keys [first(i), end(i)) that query row i of one batch row sees, as indices into the block.
 struct VisibleKeys {
   const int64_t* starts;  // this batch row's document starts, or null

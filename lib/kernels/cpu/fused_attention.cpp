@@ -38,8 +38,6 @@ namespace spmd::kernels::cpu {
 
 namespace {
 
-constexpr int64_t kRowBlock = 32;
-
 struct Shape {
   int64_t B, T, H, D;
   int64_t ld_qkv() const { return 3 * H * D; }  // row stride of Q, K, V inside qkv
