@@ -14,13 +14,21 @@
 
 #include "skip.h"
 
-TEST_CASE("nvrtc: the dropout-mask kernel compiles to PTX for compute_80 and compute_90 without a GPU") {
-#ifndef SPMD_WITH_CUDA
-  SPMD_SKIP("built without CUDA (" SPMD_CUDA_OFF_REASON "): no NVRTC kernels");
+// Skips the test where this build has no CUDA or this host cannot load libnvrtc.
+#ifdef SPMD_WITH_CUDA
+#define SKIP_WITHOUT_NVRTC()                                                          \
+  do {                                                                                \
+    const std::string why = spmd::kernels::cuda::nvrtc_unavailable();                 \
+    if (!why.empty()) SPMD_SKIP(why);                                                 \
+  } while (0)
 #else
+#define SKIP_WITHOUT_NVRTC() SPMD_SKIP("built without CUDA (" SPMD_CUDA_OFF_REASON "): no NVRTC kernels")
+#endif
+
+TEST_CASE("nvrtc: the dropout-mask kernel compiles to PTX for compute_80 and compute_90 without a GPU") {
+  SKIP_WITHOUT_NVRTC();
+#ifdef SPMD_WITH_CUDA
   using namespace spmd::kernels::cuda;
-  const std::string why = nvrtc_unavailable();
-  if (!why.empty()) SPMD_SKIP(why);
   for (const std::string arch : {"80", "90"}) {
     CAPTURE(arch);
     const std::string ptx = nvrtc_compile(counter_dropout_source(), "compute_" + arch);
@@ -31,12 +39,9 @@ TEST_CASE("nvrtc: the dropout-mask kernel compiles to PTX for compute_80 and com
 }
 
 TEST_CASE("nvrtc: a GPU's architecture, a binary where NVRTC knows it, else PTX for the newest below") {
-#ifndef SPMD_WITH_CUDA
-  SPMD_SKIP("built without CUDA (" SPMD_CUDA_OFF_REASON "): no NVRTC kernels");
-#else
+  SKIP_WITHOUT_NVRTC();
+#ifdef SPMD_WITH_CUDA
   using namespace spmd::kernels::cuda;
-  const std::string why = nvrtc_unavailable();
-  if (!why.empty()) SPMD_SKIP(why);
   CHECK(nvrtc_architecture(9, 0) == "sm_90");                 // an H100 / H200
   const std::string future = nvrtc_architecture(99, 9);       // a GPU newer than this NVRTC
   CHECK(future.rfind("compute_", 0) == 0);
@@ -46,12 +51,9 @@ TEST_CASE("nvrtc: a GPU's architecture, a binary where NVRTC knows it, else PTX 
 }
 
 TEST_CASE("nvrtc: a kernel that does not compile fails with NVRTC's log, naming the source") {
-#ifndef SPMD_WITH_CUDA
-  SPMD_SKIP("built without CUDA (" SPMD_CUDA_OFF_REASON "): no NVRTC kernels");
-#else
+  SKIP_WITHOUT_NVRTC();
+#ifdef SPMD_WITH_CUDA
   using namespace spmd::kernels::cuda;
-  const std::string why = nvrtc_unavailable();
-  if (!why.empty()) SPMD_SKIP(why);
   NvrtcSource broken = counter_dropout_source();
   broken.name = "broken.cuh";
   broken.text += "\nextern \"C\" __global__ void spmd_broken(float* out) { out[0] = undeclared_name; }\n";
