@@ -15,17 +15,19 @@ namespace spmd::kernels::cuda {
 namespace {
 constexpr const char* kKernelName = "spmd_counter_dropout_mask";
 
-// The kernel for a device, compiled and loaded on first use for its architecture.
+// The kernel for a device, compiled for its architecture and loaded on the device's first use; later
+// calls (every masked layer, every step) only look it up.
 const void* kernel_for(int device_index) {
   static std::mutex mutex;
-  static std::map<std::string, const void*> by_architecture;
-  const cudaDeviceProp* props = at::cuda::getDeviceProperties(device_index);
-  const std::string architecture = nvrtc_architecture(props->major, props->minor);
+  static std::map<int, const void*> by_device;
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = by_architecture.find(architecture);
-  if (it == by_architecture.end())
-    it = by_architecture.emplace(architecture, load_kernel(nvrtc_compile(counter_dropout_source(), architecture), kKernelName))
+  auto it = by_device.find(device_index);
+  if (it == by_device.end()) {
+    const cudaDeviceProp* props = at::cuda::getDeviceProperties(device_index);
+    const std::string architecture = nvrtc_architecture(props->major, props->minor);
+    it = by_device.emplace(device_index, load_kernel(nvrtc_compile(counter_dropout_source(), architecture), kKernelName))
              .first;
+  }
   return it->second;
 }
 }  // namespace

@@ -1,4 +1,4 @@
-// The GPU's dropout mask in one pass, compiled at run time by NVRTC (kernels/cuda/nvrtc_kernel.h),
+// The GPU's dropout mask in one pass, compiled at run time by NVRTC (kernels/cuda/nvrtc_program.h),
 // never by the C++ build: each thread writes the multipliers (0 or keep_scale, float) of the
 // elements it strides over, from their global indices. The per-element math is
 // kernels/counter_hash.h's, the CPU loop's own, so the bits are the CPU's.

@@ -1,6 +1,6 @@
 // The dropout mask of a block, drawn on a GPU in one pass (counter_dropout.cuh, compiled by NVRTC
-// once per process and architecture): the CPU loop's bits (kernels/counter_hash.h). Built only
-// with CUDA (SPMD_WITH_CUDA).
+// for the device's architecture on its first use in a process): the CPU loop's bits
+// (kernels/counter_hash.h). Built only with CUDA (SPMD_WITH_CUDA).
 #pragma once
 #include <ATen/ATen.h>
 
