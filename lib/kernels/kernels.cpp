@@ -84,7 +84,13 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
 void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy,
                             at::ScalarType operand_dtype) {
   if (c10::isReducedFloatingType(operand_dtype)) {  // x and dy may already be in it (bf16 activations)
-    dw.add_(at::mm(x.to(operand_dtype).t(), dy.to(operand_dtype)));
+    const at::Tensor xr = x.to(operand_dtype), dyr = dy.to(operand_dtype);
+    // The product in dw's own layout, so that the add is one contiguous pass: added through a
+    // transposed view (a tied table's (N, K)), it cost 45 ms a chunk on GPT-2's head on a CPU.
+    if (!dw.is_contiguous() && dw.t().is_contiguous())
+      dw.t().add_(at::mm(dyr.t(), xr));
+    else
+      dw.add_(at::mm(xr.t(), dyr));
   } else if (cpu::fused_linear_supports(x, dw) && dy.device().is_cpu() && dy.scalar_type() == at::kFloat) {
     cpu::fused_accumulate_weight_grad(dw, x, dy);
   } else {

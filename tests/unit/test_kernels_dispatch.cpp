@@ -134,12 +134,18 @@ TEST_CASE("kernels::accumulate_weight_grad: dw += x^T dy in both layouts, fused 
       CHECK(at::allclose(dw, start + at::mm(x.t(), dy), 1e-5, 1e-5));
     }
   }
-  // bf16 operands: the product of the rounded operands, rounded to bf16, added in float32.
-  at::Tensor x = at::randn({33, 20}), dy = at::randn({33, 17}), dw = at::randn({20, 17});
-  const at::Tensor want = dw + at::mm(x.to(at::kBFloat16).t(), dy.to(at::kBFloat16)).to(at::kFloat);
-  kernels::accumulate_weight_grad(dw, x, dy, at::kBFloat16);
-  CHECK((dw.scalar_type() == at::kFloat));
-  CHECK(at::allclose(dw, want, 1e-6, 1e-6));
+  // bf16 operands: the product of the rounded operands, rounded to bf16, added in float32, in
+  // either layout of dw.
+  for (bool transposed : {false, true}) {
+    CAPTURE(transposed);
+    at::Tensor x = at::randn({33, 20}), dy = at::randn({33, 17}), start = at::randn({20, 17});
+    at::Tensor dw = transposed ? start.t().contiguous().t() : start.clone();
+    const at::Tensor want = start + at::mm(x.to(at::kBFloat16).t(), dy.to(at::kBFloat16)).to(at::kFloat);
+    kernels::accumulate_weight_grad(dw, x, dy, at::kBFloat16);
+    CHECK((dw.scalar_type() == at::kFloat));
+    CHECK(dw.is_contiguous() != transposed);
+    CHECK(at::allclose(dw, want, 1e-6, 1e-6));
+  }
 }
 
 TEST_CASE("kernels::causal_attention: fused float32 and generic float64, with and without a dropout mask") {
