@@ -8,6 +8,7 @@
 #include <ATen/ops/_foreach_norm.h>
 #include <fmt/ranges.h>
 
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/block_attention.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fused_adamw.h"
@@ -85,6 +86,10 @@ void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at:
                             at::ScalarType operand_dtype) {
   if (c10::isReducedFloatingType(operand_dtype)) {  // x and dy may already be in it (bf16 activations)
     const at::Tensor xr = x.to(operand_dtype), dyr = dy.to(operand_dtype);
+    if (operand_dtype == at::kBFloat16 && dw.is_cpu() && dw.scalar_type() == at::kFloat && cpu::has_bf16_gemm()) {
+      cpu::bf16_accumulate_weight_grad(dw, xr, dyr);  // one GEMM accumulating in float32 into dw
+      return;
+    }
     // The product in dw's own layout, so that the add is one contiguous pass: added through a
     // transposed view (a tied table's (N, K)), it cost 45 ms a chunk on GPT-2's head on a CPU.
     if (!dw.is_contiguous() && dw.t().is_contiguous())

@@ -44,7 +44,8 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
                             bool need_dw, bool need_dbias, at::ScalarType operand_dtype = at::kFloat);
 // dw += x^T dy in place: the weight gradient of x (rows, K) w (K, N) summed over calls (chunks of
 // rows of one product) with no w-sized temporary in float32. dw: float32, (K, N) in w's layout (a
-// transposed view for a tied (N, K) table). bf16 operands: each call's product is rounded to bf16,
+// transposed view for a tied (N, K) table). bf16 operands: on an Intel CPU with MKL (the x86 wheel)
+// one bf16 GEMM accumulating in float32 into dw; elsewhere each call's product is rounded to bf16,
 // as linear_backward's, then added (a bf16 temporary of w's size).
 void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy,
                             at::ScalarType operand_dtype = at::kFloat);

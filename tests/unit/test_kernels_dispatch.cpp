@@ -3,6 +3,7 @@
 // the device-generic path (float64, or operands the fused kernel does not take).
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/cpu/fused_adamw.h"
@@ -134,18 +136,45 @@ TEST_CASE("kernels::accumulate_weight_grad: dw += x^T dy in both layouts, fused 
       CHECK(at::allclose(dw, start + at::mm(x.t(), dy), 1e-5, 1e-5));
     }
   }
-  // bf16 operands: the product of the rounded operands, rounded to bf16, added in float32, in
-  // either layout of dw.
-  for (bool transposed : {false, true}) {
-    CAPTURE(transposed);
-    at::Tensor x = at::randn({33, 20}), dy = at::randn({33, 17}), start = at::randn({20, 17});
+  // bf16 operands, in either layout of dw, over two calls. The sums each path makes: MKL's bf16
+  // GEMM, the product of the rounded operands accumulated in float32 (as float64 computes it, to
+  // float32 rounding); ATen's, each call's product rounded to bf16, then added in float32.
+  const auto sum_of_two_calls = [](const std::function<void(const at::Tensor&, const at::Tensor&, const at::Tensor&)>& call,
+                                   bool transposed, bool rounded_products) {
+    const at::Tensor x = at::randn({33, 20}).to(at::kBFloat16), dy = at::randn({33, 17}).to(at::kBFloat16);
+    const at::Tensor start = at::randn({20, 17});
     at::Tensor dw = transposed ? start.t().contiguous().t() : start.clone();
-    const at::Tensor want = start + at::mm(x.to(at::kBFloat16).t(), dy.to(at::kBFloat16)).to(at::kFloat);
-    kernels::accumulate_weight_grad(dw, x, dy, at::kBFloat16);
+    const at::Tensor x1 = x.narrow(0, 0, 16), x2 = x.narrow(0, 16, 17), dy1 = dy.narrow(0, 0, 16),
+                     dy2 = dy.narrow(0, 16, 17);
+    call(dw, x1, dy1);
+    call(dw, x2, dy2);
+    const auto product = [&](const at::Tensor& a, const at::Tensor& b) {
+      return rounded_products ? at::mm(a.t(), b).to(at::kDouble) : at::mm(a.to(at::kDouble).t(), b.to(at::kDouble));
+    };
+    const at::Tensor want = (start.to(at::kDouble) + product(x1, dy1) + product(x2, dy2)).to(at::kFloat);
     CHECK((dw.scalar_type() == at::kFloat));
     CHECK(dw.is_contiguous() != transposed);
-    CHECK(at::allclose(dw, want, 1e-6, 1e-6));
+    CHECK(at::allclose(dw, want, 1e-6, 1e-5));
+  };
+  const bool loaded = kernels::cpu::mkl_bf16_gemm_loaded(), used = kernels::cpu::has_bf16_gemm();
+  // Used on Intel CPUs only: on AMD MKL runs it at float32 speed (bench/bf16_weight_grad.py).
+  CHECK(used == (loaded && kernels::cpu::cpu_vendor() == "GenuineIntel"));
+  MESSAGE("MKL's bf16 GEMM " << std::string(!loaded ? "absent" : used ? "found and used" : "found, not used on this CPU"));
+  for (bool transposed : {false, true}) {
+    CAPTURE(transposed);
+    if (loaded)  // its sums on any CPU that has it, whether or not this one uses it
+      sum_of_two_calls(kernels::cpu::bf16_accumulate_weight_grad, transposed, false);
+    for (bool force_aten : {false, true}) {
+      CAPTURE(force_aten);
+      kernels::cpu::detail::force_aten_gemm(force_aten);
+      CHECK(kernels::cpu::has_bf16_gemm() == (used && !force_aten));
+      const auto through_dispatch = [](const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy) {
+        kernels::accumulate_weight_grad(dw, x, dy, at::kBFloat16);
+      };
+      sum_of_two_calls(through_dispatch, transposed, /*rounded_products=*/force_aten || !used);
+    }
   }
+  kernels::cpu::detail::force_aten_gemm(false);
 }
 
 TEST_CASE("kernels::causal_attention: fused float32 and generic float64, with and without a dropout mask") {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/blas_decision.h"
+#include "kernels/cpu/cpu_features.h"
 #include "util/error.h"
 
 namespace spmd::kernels::cpu {
@@ -185,17 +186,6 @@ double loadavg_per_cpu() {
   in >> one_minute;
   return one_minute / online_cpus();
 }
-
-std::string cpu_info_field(const std::string& field, const std::string& otherwise) {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(field, 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
-  return otherwise;
-}
-
-std::string cpu_model() { return cpu_info_field("model name", "unknown CPU"); }
-
-std::string cpu_vendor() { return cpu_info_field("vendor_id", ""); }
 
 // The libraries timed on this process's threads, with the load beside them and the decision.
 StoredChoice time_choice(const Library& torch, const Library& open) {

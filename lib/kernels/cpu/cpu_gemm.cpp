@@ -15,7 +15,7 @@ namespace {
 
 std::atomic<bool> g_force_aten{false};
 
-SgemmFn blas_sgemm() { return g_force_aten.load(std::memory_order_relaxed) ? nullptr : selected_sgemm(); }
+SgemmFn blas_sgemm() { return detail::aten_gemm_forced() ? nullptr : selected_sgemm(); }
 
 at::Tensor matrix_view(const float* p, int64_t rows, int64_t cols, int64_t ld, bool trans) {
   at::Tensor t = at::from_blob(const_cast<float*>(p), {trans ? cols : rows, trans ? rows : cols}, {ld, 1},
@@ -68,6 +68,7 @@ void parallel_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 
 namespace detail {
 void force_aten_gemm(bool force) { g_force_aten = force; }
+bool aten_gemm_forced() { return g_force_aten.load(std::memory_order_relaxed); }
 }  // namespace detail
 
 }  // namespace spmd::kernels::cpu

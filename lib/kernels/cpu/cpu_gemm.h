@@ -21,8 +21,9 @@ void parallel_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 namespace detail {
-// Tests: route gemm through at::addmm_out even when sgemm_ was found.
+// Tests: route gemm (and the bf16 products of bf16_gemm.h) through ATen even when a BLAS was found.
 void force_aten_gemm(bool force);
+bool aten_gemm_forced();
 }  // namespace detail
 
 }  // namespace spmd::kernels::cpu
