@@ -74,8 +74,9 @@ struct DeviceShapes {
   int64_t attn_in = kFloatBytes, attn_proj_in = kFloatBytes, fc_in = kFloatBytes, mlp_proj_in = kFloatBytes;
   int64_t block_weight_copies = 0;        // bf16 operands: the copies of one block's weight shards
   ActivationTraits traits;                // the family's norms and MLP activation
-  // bf16 operands without dropout: libtorch's fused attention (SDPA) on bf16 q, k, v keeps them,
-  // its output and the log-sum-exp, no (T, T) probabilities (kernels::causal_attention).
+  // bf16 operands without dropout on a GPU: libtorch's fused attention (SDPA) on bf16 q, k, v keeps
+  // them, its output and the log-sum-exp, no (T, T) probabilities. On a CPU bf16 attention is the
+  // fused float32 kernel on a widened qkv, which it keeps with the probabilities (kernels::causal_attention).
   bool sdpa_attention = false;
   // Context parallelism by ring attention: it keeps its output and log-sum-exp, no probabilities.
   bool ring_attention = false;
@@ -112,8 +113,10 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
     // bf16 q, k, v and output, fp32 log-sum-exp per (row, head, position); nothing else to drop.
     return bytes + N * 4 * d.heads * d.head_dim * 2 + d.B * d.heads * d.T * kFloatBytes;
   }
-  // qkv: attention's (or its recomputation's) input; context-parallel attention takes it in fp32.
-  bytes += N * 3 * d.heads * d.head_dim * (d.context_split > 1 ? kFloatBytes : d.operand);
+  // qkv: attention's (or its recomputation's) input; context-parallel attention takes it in fp32,
+  // and so does a CPU's bf16 attention, which keeps its widened copy (its recomputation, the bf16 input).
+  const bool widened_qkv = d.context_split > 1 || (!d.gpu && d.operand != kFloatBytes && remat == Remat::kNone);
+  bytes += N * 3 * d.heads * d.head_dim * (widened_qkv ? kFloatBytes : d.operand);
   if (remat == Remat::kNone && !d.ring_attention) bytes += probs;
   // Under context parallelism selective recomputation draws the attention mask in the replay.
   const bool mask_kept = remat == Remat::kNone || d.context_split == 1;
@@ -246,9 +249,9 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.seq_split = layout.mesh.axes_size(layout.seq_axes);
   d.context_split = layout.cp_size();
   d.dropout = m.dropout > 0;
-  d.sdpa_attention = m.matmul_dtype == MatmulDtype::kBFloat16 && !d.dropout && d.context_split == 1;
-  d.ring_attention = d.context_split > 1 && layout.context_exchange == ContextExchange::kRing;
   d.gpu = layout.on_gpu;
+  d.sdpa_attention = m.matmul_dtype == MatmulDtype::kBFloat16 && !d.dropout && d.context_split == 1 && d.gpu;
+  d.ring_attention = d.context_split > 1 && layout.context_exchange == ContextExchange::kRing;
   // A dense layer keeps its input in the operand dtype (the layers that read one norm output share
   // it), and a bf16 copy of its weight shard, except an FSDP layer, which gathers (and casts) the
   // weight again in backward. A column-parallel layer takes its input through fp32 collectives:
@@ -372,7 +375,7 @@ int64_t fullest_stage(const std::vector<MemoryEstimate>& stages) {
 }
 
 MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch, int64_t microbatches,
-                                         Remat remat) {
+                                         Remat remat, bool on_gpu) {
   MemoryEstimate e;
   for (const auto& p : param_table(model, model.vocab_size)) e.params += product(p.shape) * kFloatBytes;
   e.grads = e.params;
@@ -391,7 +394,8 @@ MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t globa
   const BlockWeights w = block_weights(table);
   d.attn_in = d.attn_proj_in = d.fc_in = d.mlp_proj_in = operand;
   if (operand != kFloatBytes) d.head_weight_copy = d.vocab * d.C * operand;
-  d.sdpa_attention = operand != kFloatBytes && !d.dropout;
+  d.gpu = on_gpu;
+  d.sdpa_attention = operand != kFloatBytes && !d.dropout && on_gpu;
   if (operand != kFloatBytes)
     for (const ParamInfo* info : w.all()) d.block_weight_copies += product(info->shape) * operand;
   e.activation_parts = activation_parts(d, remat, model.n_layer, true, true);

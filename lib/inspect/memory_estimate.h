@@ -80,8 +80,9 @@ std::vector<MemoryEstimate> estimate_stages(const ModelLayout& layout, const Con
 int64_t first_rank_of_stage(const ModelLayout& layout, int64_t stage);
 int64_t fullest_stage(const std::vector<MemoryEstimate>& stages);  // the largest total; the first on ties
 
-// The same model on one device with everything replicated (microbatches of global_batch / microbatches).
+// The same model on one device with everything replicated (microbatches of global_batch / microbatches),
+// a GPU (on_gpu) or a CPU.
 MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch, int64_t microbatches = 1,
-                                         Remat remat = Remat::kNone);
+                                         Remat remat = Remat::kNone, bool on_gpu = false);
 
 }  // namespace spmd

@@ -102,7 +102,7 @@ std::string memory_text(const Config& config, const ModelLayout& layout, std::op
   const int64_t fullest = fullest_stage(stages);
   const MemoryEstimate& sharded = stages[static_cast<size_t>(fullest)];
   MemoryEstimate single = estimate_unsharded_memory(config.model, config.data.batch_size, config.train.microbatches,
-                                                    config.runtime.remat);
+                                                    config.runtime.remat, layout.on_gpu);
   const std::string title = fmt::format(
       "memory per device, fp32 (estimate{})",
       stages.size() > 1 ? fmt::format("; stage {}, the fullest of {}", fullest, stages.size()) : std::string());
@@ -180,7 +180,7 @@ nlohmann::json inspect_json(const Config& config, const ModelLayout& layout) {
   const int64_t fullest = fullest_stage(stages);
   const MemoryEstimate& sharded = stages[static_cast<size_t>(fullest)];
   MemoryEstimate single = estimate_unsharded_memory(config.model, config.data.batch_size, config.train.microbatches,
-                                                    config.runtime.remat);
+                                                    config.runtime.remat, layout.on_gpu);
   int64_t global_param_bytes = 0;
   for (const auto& p : layout.params) global_param_bytes += product(p.info.shape) * 4;
   nlohmann::json out = {{"mesh", {{"shape", layout.mesh.shape()}, {"axes", layout.mesh.axes()}}},

@@ -1,5 +1,5 @@
 // spmd-inspect's activation estimate against what spmd-train measures: for one process (remat
-// none, full, selective; dropout), a [2,2] data x tensor-parallel mesh (fp32 and bf16 matmuls),
+// none, full, selective; dropout; bf16), a [2,2] data x tensor-parallel mesh (fp32 and bf16 matmuls),
 // [1,4] sequence parallelism and FSDP-4, the per-device "activations saved for backward" of
 // `spmd-inspect --json` is within 25% of summary.json's graph_bytes (the bytes the autograd graph
 // holds between forward and backward, counted by the caching CPU allocator, max over ranks: the
@@ -45,7 +45,7 @@ nlohmann::json check_estimate(const TinyRun& run, const std::string& name, const
 }
 }  // namespace
 
-TEST_CASE("memory estimate: one process with remat none, full and selective, and dropout") {
+TEST_CASE("memory estimate: one process with remat none, full and selective, dropout, and bf16 matmuls") {
   TinyRun run;
   std::map<std::string, double> bytes;
   for (const std::string remat : {"none", "full", "selective"}) {
@@ -59,6 +59,9 @@ TEST_CASE("memory estimate: one process with remat none, full and selective, and
   // Dropout keeps its masks; selective recomputation keeps the attention mask with the recomputed core.
   check_estimate(run, "single-none-dropout", {"--set", "model.dropout=0.1"});
   check_estimate(run, "single-selective-dropout", {"--set", "model.dropout=0.1", "--set", "runtime.remat=selective"});
+  // bf16 on a CPU: attention keeps its widened fp32 qkv and the probabilities (a GPU's SDPA keeps neither).
+  check_estimate(run, "single-none-bf16", {"--set", "model.matmul_dtype=bfloat16"});
+  check_estimate(run, "single-selective-bf16", {"--set", "model.matmul_dtype=bfloat16", "--set", "runtime.remat=selective"});
 }
 
 TEST_CASE("memory estimate: [2,2] data x tensor parallel, fp32 and bf16 matmuls") {
