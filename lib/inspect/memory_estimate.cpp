@@ -76,7 +76,7 @@ struct DeviceShapes {
   ActivationTraits traits;                // the family's norms and MLP activation
   // bf16 operands without dropout on a GPU: libtorch's fused attention (SDPA) on bf16 q, k, v keeps
   // them, its output and the log-sum-exp, no (T, T) probabilities. On a CPU bf16 attention is the
-  // fused float32 kernel on a widened qkv, which it keeps with the probabilities (kernels::causal_attention).
+  // fused kernel, which keeps the bf16 qkv and the probabilities (kernels::causal_attention).
   bool sdpa_attention = false;
   // Context parallelism by ring attention: it keeps its output and log-sum-exp, no probabilities.
   bool ring_attention = false;
@@ -113,10 +113,8 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
     // bf16 q, k, v and output, fp32 log-sum-exp per (row, head, position); nothing else to drop.
     return bytes + N * 4 * d.heads * d.head_dim * 2 + d.B * d.heads * d.T * kFloatBytes;
   }
-  // qkv: attention's (or its recomputation's) input; context-parallel attention takes it in fp32,
-  // and so does a CPU's bf16 attention, which keeps its widened copy (its recomputation, the bf16 input).
-  const bool widened_qkv = d.context_split > 1 || (!d.gpu && d.operand != kFloatBytes && remat == Remat::kNone);
-  bytes += N * 3 * d.heads * d.head_dim * (widened_qkv ? kFloatBytes : d.operand);
+  // qkv: attention's (or its recomputation's) input; context-parallel attention takes it in fp32.
+  bytes += N * 3 * d.heads * d.head_dim * (d.context_split > 1 ? kFloatBytes : d.operand);
   if (remat == Remat::kNone && !d.ring_attention) bytes += probs;
   // Under context parallelism selective recomputation draws the attention mask in the replay.
   const bool mask_kept = remat == Remat::kNone || d.context_split == 1;

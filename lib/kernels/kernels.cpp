@@ -153,13 +153,13 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
               qkv.sizes().vec());
   SPMD_ASSERT((!document_starts.defined() || document_starts.sizes() == at::IntArrayRef({qkv.size(0), qkv.size(1)})),
               "causal_attention: document starts {} for qkv {}", document_starts.sizes().vec(), qkv.sizes().vec());
-  // Reduced-precision operands (bf16) on the CPU: the fused float32 kernel on q, k, v widened from
-  // their bf16 values, the result rounded to bf16 for the projection after it. libtorch's CPU flash
-  // attention on bf16 made the 10.7M bf16 step 1.16x slower on an AMD Zen 4 (bench/NOTES.md).
+  // Reduced-precision operands (bf16) on the CPU: the fused kernel, float32 on their bf16 values,
+  // its result rounded to bf16 for the projection after it. libtorch's CPU flash attention on bf16
+  // took 1243 ms of a 4.3 s 10.7M step on an AMD Zen 4 (bench/NOTES.md).
   if (c10::isReducedFloatingType(operand_dtype) && qkv.is_cpu()) {
-    const at::Tensor widened = qkv.to(operand_dtype).to(at::kFloat);
-    if (cpu::fused_attention_supports(widened, dropout_mask, document_starts))
-      return cpu::fused_causal_attention(widened, dropout_mask, document_starts).to(operand_dtype);
+    const at::Tensor reduced = qkv.to(operand_dtype);
+    if (cpu::fused_attention_supports(reduced, dropout_mask, document_starts))
+      return cpu::fused_causal_attention(reduced, dropout_mask, document_starts);
   }
   // Elsewhere (CUDA) libtorch's attention on them (flash kernels, softmax in float32 inside, as
   // autocast runs it); the result stays bf16 for the projection after it.

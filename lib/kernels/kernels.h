@@ -57,8 +57,8 @@ void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at:
 // y = (softmax(...) * dropout_mask) V, so dropout is the caller's pure function of global indices
 // on every device. operand_dtype: bf16 (the model's matmul dtype) takes qkv's bf16 values and
 // returns y in bf16, as autocast does: on CUDA libtorch's flash kernels on bf16 operands (softmax
-// in float32 inside), on the CPU the fused float32 kernel on them widened (it keeps that copy and
-// the probabilities for backward); float32 changes nothing.
+// in float32 inside), on the CPU the fused kernel, float32 on their values (it keeps the bf16 qkv
+// and the probabilities for backward); float32 changes nothing.
 // document_starts: undefined, or (B, T) int64, where each position's document starts (packed
 // documents; non-decreasing along a row, <= the position): query i sees keys
 // document_starts[b, i] .. i only (a block-diagonal causal mask).

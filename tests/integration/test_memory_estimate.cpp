@@ -59,7 +59,8 @@ TEST_CASE("memory estimate: one process with remat none, full and selective, dro
   // Dropout keeps its masks; selective recomputation keeps the attention mask with the recomputed core.
   check_estimate(run, "single-none-dropout", {"--set", "model.dropout=0.1"});
   check_estimate(run, "single-selective-dropout", {"--set", "model.dropout=0.1", "--set", "runtime.remat=selective"});
-  // bf16 on a CPU: attention keeps its widened fp32 qkv and the probabilities (a GPU's SDPA keeps neither).
+  // bf16 on a CPU: the fused attention keeps the bf16 qkv and the fp32 probabilities (a GPU's SDPA
+  // keeps no probabilities).
   check_estimate(run, "single-none-bf16", {"--set", "model.matmul_dtype=bfloat16"});
   check_estimate(run, "single-selective-bf16", {"--set", "model.matmul_dtype=bfloat16", "--set", "runtime.remat=selective"});
 }

@@ -215,8 +215,8 @@ TEST_CASE("kernels::causal_attention: bfloat16 operands (model.matmul_dtype) wit
     // bf16 is in effect: the float32 kernel is much closer to the reference.
     const double y_err_fp32 = (kernels::causal_attention(qkv, mask).to(at::kDouble) - y_ref).abs().max().item<double>();
     CHECK(y_err > 10 * y_err_fp32);
-    // On the CPU it is the fused float32 kernel on the bf16 values, rounded to bf16 (libtorch's bf16
-    // flash kernel was slower there), with the gradient of those bf16 values.
+    // On the CPU it is the fused kernel: bit for bit the float32 kernel on the bf16 values, rounded
+    // to bf16 (libtorch's bf16 flash kernel was slower there), and so is its gradient.
     const at::Tensor rounded = qkv.detach().to(at::kBFloat16).to(at::kFloat).requires_grad_(true);
     const at::Tensor y_fused = kernels::cpu::fused_causal_attention(rounded, mask);
     CHECK(at::equal(y, y_fused.to(at::kBFloat16)));

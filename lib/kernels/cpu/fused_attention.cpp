@@ -1,5 +1,8 @@
 // Fused causal attention: per (batch row, head) task, row-major matmuls on raw pointers into the
 // qkv activation, a causal softmax in place, and the output written straight into (B, T, H, D).
+// bf16 qkv (bf16 matmuls): each task widens its head's Q, K, V (and dY) into float32 rows of its
+// own, computes as for float32, and rounds Y (dQ, dK, dV) into bf16: the float32 kernel's results
+// on the bf16 values, rounded once, with no qkv-sized float32 copy.
 //
 // Forward, per head (Q, K, V: (T, D) with row stride 3*H*D inside qkv):
 //   P = causal_softmax(Q K^T * scale)        saved, (T, T), zero above the diagonal
@@ -17,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -103,9 +107,10 @@ void apply_mask(int64_t T, const float* p, const float* mask, float* dst) {
   }
 }
 
-// P (T x T) of one head from Q, K; zero outside each row's keys start_i..i.
-void causal_softmax_probs(const Shape& s, const float* q, const float* k, float scale, float* p, RowStarts st) {
-  const int64_t T = s.T, ld = s.ld_qkv();
+// P (T x T) of one head from Q, K (row stride ld); zero outside each row's keys start_i..i.
+void causal_softmax_probs(const Shape& s, const float* q, const float* k, int64_t ld, float scale, float* p,
+                          RowStarts st) {
+  const int64_t T = s.T;
   for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
     const int64_t i1 = std::min(T, i0 + kRowBlock), c0 = st.of(i0);
     gemm(false, true, i1 - i0, i1 - c0, s.D, scale, q + i0 * ld, ld, k + c0 * ld, ld, 0.f, p + i0 * T + c0, T);
@@ -138,6 +143,134 @@ Shape shape_of(const at::Tensor& qkv) {
   return {qkv.size(0), qkv.size(1), qkv.size(3), qkv.size(4)};
 }
 
+// rows x D bf16 values (raw bits, row stride ld_src) widened into dst (row stride D), and back,
+// rounded to nearest even as ATen's casts.
+SPMD_VECTOR_CLONES
+void widen_rows(const uint16_t* src, int64_t ld_src, float* dst, int64_t rows, int64_t D) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < D; ++j) dst[i * D + j] = vecmath::bf16_to_float(src[i * ld_src + j]);
+}
+SPMD_VECTOR_CLONES
+void narrow_rows(const float* src, uint16_t* dst, int64_t ld_dst, int64_t rows, int64_t D) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < D; ++j) dst[i * ld_dst + j] = vecmath::float_to_bf16(src[i * D + j]);
+}
+
+// One head's (T x D) rows in float32 for the products: a view into float32 data, or, for bf16 data,
+// a float32 copy in the task's own buffer (its bf16 values widened: the float32 kernel's inputs).
+struct HeadRows {
+  const float* p;
+  int64_t ld;
+};
+inline HeadRows head_rows(const float* src, int64_t ld_src, const Shape&, float*) { return {src, ld_src}; }
+inline HeadRows head_rows(const c10::BFloat16* src, int64_t ld_src, const Shape& s, float* buffer) {
+  widen_rows(reinterpret_cast<const uint16_t*>(src), ld_src, buffer, s.T, s.D);
+  return {buffer, s.D};
+}
+
+// Where a head's (T x D) float32 result is written: straight into float32 data, or into the task's
+// buffer, rounded into the bf16 data by finish().
+template <typename scalar_t>
+struct HeadOut {
+  scalar_t* dst;
+  int64_t ld_dst;
+  float* buffer;
+  static constexpr bool kDirect = std::is_same_v<scalar_t, float>;
+  float* p() const {
+    if constexpr (kDirect)
+      return dst;
+    else
+      return buffer;
+  }
+  int64_t ld(const Shape& s) const { return kDirect ? ld_dst : s.D; }
+  void finish(const Shape& s) const {
+    if constexpr (!kDirect) narrow_rows(buffer, reinterpret_cast<uint16_t*>(dst), ld_dst, s.T, s.D);
+  }
+};
+
+// A task's float32 buffers of (T x D) rows: empty for float32 data, `count` of them for bf16.
+struct TaskRows {
+  at::Tensor rows;
+  int64_t TD;
+  TaskRows(bool staged, int64_t count, const Shape& s)
+      : rows(at::empty({staged ? count : 0, s.T, s.D}, at::TensorOptions().dtype(at::kFloat))), TD(s.T * s.D) {}
+  float* slot(int64_t i) const { return rows.numel() ? rows.data_ptr<float>() + i * TD : nullptr; }
+};
+
+template <typename scalar_t>
+constexpr bool kStaged = !std::is_same_v<scalar_t, float>;
+
+// Every (row, head): P saved into probs, Y = (P * M) V into y.
+template <typename scalar_t>
+void attention_forward(const Shape& s, const scalar_t* qkv_p, const float* mask_p, const int64_t* starts_p,
+                       float* probs_p, scalar_t* y_p) {
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
+  const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
+  at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
+    const at::Tensor dropped = scratch(mask_p ? T : 0);
+    const TaskRows rows(kStaged<scalar_t>, 4, s);  // q, k, v, y
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / s.H, h = bh % s.H;
+      const scalar_t* src = qkv_p + b * T * ld + h * s.D;
+      const HeadRows q = head_rows(src, ld, s, rows.slot(0)), k = head_rows(src + HD, ld, s, rows.slot(1)),
+                     v = head_rows(src + 2 * HD, ld, s, rows.slot(2));
+      float* p = probs_p + bh * T * T;
+      const RowStarts st{starts_p ? starts_p + b * T : nullptr};
+      causal_softmax_probs(s, q.p, k.p, q.ld, scale, p, st);
+      const float* pd = p;
+      if (mask_p) {
+        apply_mask(T, p, mask_p + bh * T * T, dropped.data_ptr<float>());
+        pd = dropped.data_ptr<float>();
+      }
+      const HeadOut<scalar_t> y{y_p + b * T * s.ld_y() + h * s.D, s.ld_y(), rows.slot(3)};
+      lower_times(s, pd, v.p, v.ld, y.p(), y.ld(s), st);
+      y.finish(s);
+    }
+  });
+}
+
+// Every (row, head): dQ, dK, dV into grad_qkv from dY and the saved P.
+template <typename scalar_t>
+void attention_backward(const Shape& s, const scalar_t* qkv_p, const float* probs_p, const float* mask_p,
+                        const int64_t* starts_p, const scalar_t* gy_p, scalar_t* gqkv_p) {
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
+  const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
+  at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
+    const at::Tensor dp_rows = scratch(T), dropped = scratch(mask_p ? T : 0);
+    float* dp = dp_rows.data_ptr<float>();
+    const TaskRows rows(kStaged<scalar_t>, 7, s);  // q, k, v, dY in; dQ, dK, dV out
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / s.H, h = bh % s.H;
+      const int64_t offset = b * T * ld + h * s.D;
+      const scalar_t* src = qkv_p + offset;
+      const HeadRows q = head_rows(src, ld, s, rows.slot(0)), k = head_rows(src + HD, ld, s, rows.slot(1)),
+                     v = head_rows(src + 2 * HD, ld, s, rows.slot(2));
+      const HeadRows gy = head_rows(gy_p + b * T * s.ld_y() + h * s.D, s.ld_y(), s, rows.slot(3));
+      const HeadOut<scalar_t> dq{gqkv_p + offset, ld, rows.slot(4)}, dk{gqkv_p + offset + HD, ld, rows.slot(5)},
+          dv{gqkv_p + offset + 2 * HD, ld, rows.slot(6)};
+      const float* p = probs_p + bh * T * T;
+      const float* m = mask_p ? mask_p + bh * T * T : nullptr;
+      const RowStarts st{starts_p ? starts_p + b * T : nullptr};
+      const float* pd = p;
+      if (m) {
+        apply_mask(T, p, m, dropped.data_ptr<float>());
+        pd = dropped.data_ptr<float>();
+      }
+      // dPd = dY V^T, the visible keys only (row block [i0, i1): columns [start_i0, i1)).
+      for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
+        const int64_t i1 = std::min(T, i0 + kRowBlock), c0 = st.of(i0);
+        gemm(false, true, i1 - i0, i1 - c0, s.D, 1.f, gy.p + i0 * gy.ld, gy.ld, v.p + c0 * v.ld, v.ld, 0.f,
+             dp + i0 * T + c0, T);
+      }
+      lower_transposed_times(s, pd, gy.p, gy.ld, dv.p(), dv.ld(s), st);  // dV = Pd^T dY
+      softmax_backward_rows(dp, p, m, T, scale, st);                    // dP -> dS
+      lower_times(s, dp, k.p, k.ld, dq.p(), dq.ld(s), st);              // dQ = dS K
+      lower_transposed_times(s, dp, q.p, q.ld, dk.p(), dk.ld(s), st);   // dK = dS^T Q
+      for (const HeadOut<scalar_t>* g : {&dq, &dk, &dv}) g->finish(s);
+    }
+  });
+}
+
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -148,33 +281,16 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     const at::Tensor qkv = qkv_in.contiguous();
     const at::Tensor mask = mask_in->defined() ? mask_in->contiguous() : at::Tensor();
     const at::Tensor starts = starts_in->defined() ? starts_in->contiguous() : at::Tensor();  // (B, T)
-    const int64_t* starts_p = starts.defined() ? starts.data_ptr<int64_t>() : nullptr;
+    const int64_t* starts_p = starts.defined() ? starts.const_data_ptr<int64_t>() : nullptr;
+    const float* mask_p = mask.defined() ? mask.const_data_ptr<float>() : nullptr;
     const Shape s = shape_of(qkv);
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
-    at::Tensor probs = at::empty({s.B, s.H, s.T, s.T}, qkv.options());  // (B, H, T, T)
-    at::Tensor y = at::empty({s.B, s.T, s.H, s.D}, qkv.options());      // (B, T, H, D)
-    const float* qkv_p = qkv.data_ptr<float>();
-    const float* mask_p = mask.defined() ? mask.data_ptr<float>() : nullptr;
-    float* probs_p = probs.data_ptr<float>();
-    float* y_p = y.data_ptr<float>();
-    at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
-      const at::Tensor dropped = scratch(mask_p ? s.T : 0);
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t b = bh / s.H, h = bh % s.H;
-        const float* q = qkv_p + b * s.T * s.ld_qkv() + h * s.D;
-        const float* k = q + s.H * s.D;
-        const float* v = q + 2 * s.H * s.D;
-        float* p = probs_p + bh * s.T * s.T;
-        const RowStarts st{starts_p ? starts_p + b * s.T : nullptr};
-        causal_softmax_probs(s, q, k, scale, p, st);
-        const float* pd = p;
-        if (mask_p) {
-          apply_mask(s.T, p, mask_p + bh * s.T * s.T, dropped.data_ptr<float>());
-          pd = dropped.data_ptr<float>();
-        }
-        lower_times(s, pd, v, s.ld_qkv(), y_p + b * s.T * s.ld_y() + h * s.D, s.ld_y(), st);
-      }
-    });
+    at::Tensor probs = at::empty({s.B, s.H, s.T, s.T}, qkv.options().dtype(at::kFloat));  // (B, H, T, T)
+    at::Tensor y = at::empty({s.B, s.T, s.H, s.D}, qkv.options());                        // (B, T, H, D)
+    if (qkv.scalar_type() == at::kBFloat16)
+      attention_forward(s, qkv.const_data_ptr<c10::BFloat16>(), mask_p, starts_p, probs.data_ptr<float>(),
+                        y.data_ptr<c10::BFloat16>());
+    else
+      attention_forward(s, qkv.const_data_ptr<float>(), mask_p, starts_p, probs.data_ptr<float>(), y.data_ptr<float>());
     ctx->save_for_backward({qkv, probs});
     ctx->saved_data["has_mask"] = mask.defined();
     if (mask.defined()) ctx->saved_data["mask"] = mask;
@@ -186,49 +302,19 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     auto saved = ctx->get_saved_variables();
     const at::Tensor& qkv = saved[0];
     const at::Tensor& probs = saved[1];
-    const bool has_mask = ctx->saved_data["has_mask"].toBool();
-    const at::Tensor grad_y = grads[0].contiguous();  // (B, T, H, D)
-    const Shape s = shape_of(qkv);
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
-    at::Tensor grad_qkv = at::empty_like(qkv);  // every element written below
-    const float* qkv_p = qkv.data_ptr<float>();
-    const float* probs_p = probs.data_ptr<float>();
-    const at::Tensor mask = has_mask ? ctx->saved_data["mask"].toTensor() : at::Tensor();
-    const float* mask_p = has_mask ? mask.data_ptr<float>() : nullptr;
+    const at::Tensor grad_y = grads[0].to(qkv.scalar_type()).contiguous();  // (B, T, H, D)
+    const at::Tensor mask = ctx->saved_data["has_mask"].toBool() ? ctx->saved_data["mask"].toTensor() : at::Tensor();
+    const float* mask_p = mask.defined() ? mask.const_data_ptr<float>() : nullptr;
     const at::Tensor starts = ctx->saved_data.count("starts") ? ctx->saved_data["starts"].toTensor() : at::Tensor();
-    const int64_t* starts_p = starts.defined() ? starts.data_ptr<int64_t>() : nullptr;
-    const float* gy_p = grad_y.data_ptr<float>();
-    float* gqkv_p = grad_qkv.data_ptr<float>();
-    const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
-    at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
-      const at::Tensor dp_rows = scratch(T), dropped = scratch(mask_p ? T : 0);
-      float* dp = dp_rows.data_ptr<float>();
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t b = bh / s.H, h = bh % s.H;
-        const int64_t offset = b * T * ld + h * s.D;
-        const float *q = qkv_p + offset, *k = q + HD, *v = q + 2 * HD;
-        float *dq = gqkv_p + offset, *dk = dq + HD, *dv = dq + 2 * HD;
-        const float* gy = gy_p + b * T * s.ld_y() + h * s.D;
-        const float* p = probs_p + bh * T * T;
-        const float* m = mask_p ? mask_p + bh * T * T : nullptr;
-        const RowStarts st{starts_p ? starts_p + b * T : nullptr};
-        const float* pd = p;
-        if (m) {
-          apply_mask(T, p, m, dropped.data_ptr<float>());
-          pd = dropped.data_ptr<float>();
-        }
-        // dPd = dY V^T, the visible keys only (row block [i0, i1): columns [start_i0, i1)).
-        for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
-          const int64_t i1 = std::min(T, i0 + kRowBlock), c0 = st.of(i0);
-          gemm(false, true, i1 - i0, i1 - c0, s.D, 1.f, gy + i0 * s.ld_y(), s.ld_y(), v + c0 * ld, ld, 0.f,
-               dp + i0 * T + c0, T);
-        }
-        lower_transposed_times(s, pd, gy, s.ld_y(), dv, ld, st);  // dV = Pd^T dY
-        softmax_backward_rows(dp, p, m, T, scale, st);          // dP -> dS
-        lower_times(s, dp, k, ld, dq, ld, st);                  // dQ = dS K
-        lower_transposed_times(s, dp, q, ld, dk, ld, st);       // dK = dS^T Q
-      }
-    });
+    const int64_t* starts_p = starts.defined() ? starts.const_data_ptr<int64_t>() : nullptr;
+    const Shape s = shape_of(qkv);
+    at::Tensor grad_qkv = at::empty_like(qkv);  // every element written
+    if (qkv.scalar_type() == at::kBFloat16)
+      attention_backward(s, qkv.const_data_ptr<c10::BFloat16>(), probs.const_data_ptr<float>(), mask_p, starts_p,
+                         grad_y.const_data_ptr<c10::BFloat16>(), grad_qkv.data_ptr<c10::BFloat16>());
+    else
+      attention_backward(s, qkv.const_data_ptr<float>(), probs.const_data_ptr<float>(), mask_p, starts_p,
+                         grad_y.const_data_ptr<float>(), grad_qkv.data_ptr<float>());
     return {grad_qkv, at::Tensor(), at::Tensor()};
   }
 };
@@ -237,7 +323,8 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
 
 bool fused_attention_supports(const at::Tensor& qkv, const at::Tensor& dropout_mask,
                               const at::Tensor& document_starts) {
-  const bool qkv_ok = qkv.dim() == 5 && qkv.size(2) == 3 && qkv.device().is_cpu() && qkv.scalar_type() == at::kFloat;
+  const bool qkv_ok = qkv.dim() == 5 && qkv.size(2) == 3 && qkv.device().is_cpu() &&
+                      (qkv.scalar_type() == at::kFloat || qkv.scalar_type() == at::kBFloat16);
   if (!qkv_ok) return false;
   const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
   const bool mask_ok = !dropout_mask.defined() || (dropout_mask.device().is_cpu() &&
@@ -252,7 +339,7 @@ bool fused_attention_supports(const at::Tensor& qkv, const at::Tensor& dropout_m
 at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask,
                                   const at::Tensor& document_starts) {
   SPMD_ASSERT(fused_attention_supports(qkv, dropout_mask, document_starts),
-              "fused_causal_attention: needs float32 qkv (B, T, 3, H, D), mask (B, H, T, T) and int64 document starts "
+              "fused_causal_attention: needs float32 or bf16 qkv (B, T, 3, H, D), mask (B, H, T, T) and int64 document starts "
               "(B, T) on CPU, got {}, {} and {}",
               qkv.sizes().vec(), dropout_mask.defined() ? dropout_mask.sizes().vec() : std::vector<int64_t>{},
               document_starts.defined() ? document_starts.sizes().vec() : std::vector<int64_t>{});

@@ -1,6 +1,6 @@
 // Fused causal self-attention on CPU: one autograd node for softmax(Q K^T / sqrt(D) + causal) V over
 // every (row, head), computed head by head in parallel with the causal mask applied by index (no
-// mask tensor, no score copies, the upper triangle's products skipped). Saves only the
+// mask tensor, no score copies, the upper triangle's products skipped). Saves only qkv and the
 // probabilities for backward. The unfused libtorch computation is its reference (test_fused_attention).
 // Callers outside lib/kernels use kernels::causal_attention (kernels/kernels.h), which picks it.
 #pragma once
@@ -8,13 +8,14 @@
 
 namespace spmd::kernels::cpu {
 
-// Whether fused_causal_attention can take `qkv` (float32 (B, T, 3, H, D) on CPU),
+// Whether fused_causal_attention can take `qkv` (float32 or bf16 (B, T, 3, H, D) on CPU),
 // `dropout_mask` (undefined, or float32 (B, H, T, T) on CPU) and `document_starts` (undefined, or
 // int64 (B, T) on CPU); otherwise use the unfused ops.
 bool fused_attention_supports(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor(),
                               const at::Tensor& document_starts = at::Tensor());
 
-// qkv: (B, T, 3, H, D) as the c_attn dense layer produces it. Returns y: (B, T, H, D).
+// qkv: (B, T, 3, H, D) as the c_attn dense layer produces it. Returns y: (B, T, H, D) in qkv's
+// dtype. bf16 qkv: computed in float32 on its values, y and the gradient rounded to bf16.
 // dropout_mask: undefined, or (B, H, T, T) multipliers of the probabilities (0 or 1/(1-p)), as
 // ops.dropout would apply them: y = (softmax(...) * dropout_mask) V.
 // document_starts: undefined, or (B, T) with row i's document start (non-decreasing, <= i):

@@ -34,20 +34,11 @@ inline float sigmoid_2u(float z) {
   return 1.0f / (1.0f + vecmath::exp_approx(-2.0f * u));
 }
 
-// bfloat16 as its raw bits: the upper half of a float32 (integer ops, which GCC vectorizes).
+// float32 or bfloat16 storage (bf16 as its raw bits: vecmath's conversions).
 inline float widen(float v) { return v; }
-inline float widen(uint16_t v) {
-  const uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
+inline float widen(uint16_t v) { return vecmath::bf16_to_float(v); }
 inline void narrow(float& out, float v) { out = v; }
-inline void narrow(uint16_t& out, float v) {  // round to nearest even, as at::BFloat16 does
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  out = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
+inline void narrow(uint16_t& out, float v) { out = vecmath::float_to_bf16(v); }
 
 template <typename T, bool kBias, bool kGrad>
 inline void gelu_row(const T* x, const T* bias, T* y, T* grad, int64_t cols) {

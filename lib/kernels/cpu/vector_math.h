@@ -37,4 +37,20 @@ inline float exp_approx(float x) {
   return p * scale;
 }
 
+// bfloat16 as its raw bits, the upper half of a float32 (integer ops, which GCC vectorizes):
+// widened exactly, and rounded to nearest even as at::BFloat16 rounds (a NaN stays a NaN: the
+// rounding carry would turn some into -0 or infinity).
+inline float bf16_to_float(uint16_t v) {
+  const uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline uint16_t float_to_bf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  const uint16_t rounded = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+  return v != v ? uint16_t{0x7FC0} : rounded;
+}
+
 }  // namespace spmd::kernels::cpu::vecmath
