@@ -292,7 +292,7 @@ TEST_CASE("calibrate: 2 worker processes measure rates that --plan then reads") 
 TEST_CASE("plan: docs/planner.md's GPT-2 124M commands answer, and the emitted config lays out") {
   TempDir dir;
   const std::vector<std::string> base{binary_path("spmd-inspect"), "--config", source_path("configs/gpt2-124m.yaml"),
-                                      "--plan", "--memory-per-device", "24GiB", "--rates",
+                                      "--set", "runtime.device=cuda", "--plan", "--memory-per-device", "24GiB", "--rates",
                                       source_path("configs/rates/example-gpu-node.json")};
   const auto sweep = run_process(with(base, {"--devices", "1,2,4,8"}), {}, 120);
   REQUIRE_MESSAGE(sweep.exit_code == 0, sweep.output);
