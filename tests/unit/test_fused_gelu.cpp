@@ -1,9 +1,15 @@
 // fused_bias_gelu against at::gelu(x + bias, "tanh"): values and gradients (x and bias), over the
-// whole range where the exp approximation clamps, with and without a bias.
+// whole range where the exp approximation clamps, with and without a bias; and the bf16 bit
+// conversions it shares with the fused attention (vector_math.h) against at::BFloat16.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "kernels/cpu/fused_gelu.h"
+#include "kernels/cpu/vector_math.h"
 
 // libtorch pulls in glog, whose CHECK would silently replace doctest's.
 #undef CHECK
@@ -72,4 +78,24 @@ TEST_CASE("fused gelu: bfloat16 storage is the float32 kernel on the widened inp
   // The bias gradient sums 7 rounded rows: bounded by the sum of their magnitudes.
   const at::Tensor bound = (ref_grads[0].abs().sum(0) * 3 * bf16_ulp) + 1e-5;
   CHECK(((grads[1].to(at::kFloat) - ref_grads[1]).abs() <= bound).all().item<bool>());
+}
+
+TEST_CASE("vecmath: bf16 rounding is at::BFloat16's, a NaN included") {
+  // Round to nearest even at ties, a carry into the exponent, infinities, and NaNs whose mantissa
+  // would carry (0x7FFFFFFF rounded by the plain formula came out as -0).
+  for (const uint32_t bits : {0x3F808000u, 0x3F818000u, 0x3F807FFFu, 0x7F7FFFFFu, 0x7F800000u, 0xFF800000u,
+                              0x7FC00000u, 0x7FFFFFFFu, 0xFFFFFFFFu, 0x7F800001u, 0x00000001u, 0x80000000u}) {
+    CAPTURE(bits);
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    const c10::BFloat16 want(v);
+    const uint16_t got = spmd::kernels::cpu::vecmath::float_to_bf16(v);
+    if (std::isnan(v)) {
+      CHECK(std::isnan(spmd::kernels::cpu::vecmath::bf16_to_float(got)));
+    } else {
+      CHECK(got == want.x);
+    }
+    const float widened = spmd::kernels::cpu::vecmath::bf16_to_float(want.x);
+    if (!std::isnan(widened)) CHECK(widened == static_cast<float>(want));
+  }
 }
