@@ -153,16 +153,10 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
               qkv.sizes().vec());
   SPMD_ASSERT((!document_starts.defined() || document_starts.sizes() == at::IntArrayRef({qkv.size(0), qkv.size(1)})),
               "causal_attention: document starts {} for qkv {}", document_starts.sizes().vec(), qkv.sizes().vec());
-  // Reduced-precision operands (bf16) on the CPU: the fused kernel, float32 on their bf16 values,
-  // its result rounded to bf16 for the projection after it. libtorch's CPU flash attention on bf16
-  // took 1243 ms of a 4.3 s 10.7M step on an AMD Zen 4 (bench/NOTES.md).
-  if (c10::isReducedFloatingType(operand_dtype) && qkv.is_cpu()) {
-    const at::Tensor reduced = qkv.to(operand_dtype);
-    if (cpu::fused_attention_supports(reduced, dropout_mask, document_starts))
-      return cpu::fused_causal_attention(reduced, dropout_mask, document_starts);
-  }
-  // Elsewhere (CUDA) libtorch's attention on them (flash kernels, softmax in float32 inside, as
-  // autocast runs it); the result stays bf16 for the projection after it.
+  // Reduced-precision operands (bf16): attention on them, the result bf16 for the projection after
+  // it. On the CPU the fused kernel (float32 on their bf16 values: libtorch's CPU flash attention on
+  // bf16 took 1243 ms of a 4.3 s 10.7M step on an AMD Zen 4, bench/NOTES.md); on CUDA libtorch's
+  // flash kernels (softmax in float32 inside, as autocast runs it).
   if (c10::isReducedFloatingType(operand_dtype) && operand_dtype != qkv.scalar_type())
     return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype, document_starts);
   if (cpu::fused_attention_supports(qkv, dropout_mask, document_starts))

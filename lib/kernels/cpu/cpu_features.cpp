@@ -7,25 +7,25 @@
 namespace spmd::kernels::cpu {
 
 namespace {
-bool cpuinfo_has_any_flag(std::initializer_list<const char*> wanted) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) != 0) continue;  // x86: "flags\t\t: fpu vme ..."
-    std::istringstream words(line.substr(line.find(':') + 1));
-    for (std::string flag; words >> flag;)
-      for (const char* w : wanted)
-        if (flag == w) return true;
-    return false;  // every core lists the same flags
-  }
-  return false;  // no flags line (not x86, or no /proc): no bf16 known
-}
-
+// The value of the first /proc/cpuinfo line whose name starts with `field` (every core lists the
+// same), without the blanks after its colon; `otherwise` where there is none (not x86, or no /proc).
 std::string cpu_info_field(const std::string& field, const std::string& otherwise) {
   std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(field, 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  for (std::string line; std::getline(in, line);) {
+    const size_t colon = line.find(':');
+    if (line.rfind(field, 0) != 0 || colon == std::string::npos) continue;
+    const size_t value = line.find_first_not_of(" \t", colon + 1);
+    return value == std::string::npos ? std::string() : line.substr(value);
+  }
   return otherwise;
+}
+
+bool cpuinfo_has_any_flag(std::initializer_list<const char*> wanted) {
+  std::istringstream words(cpu_info_field("flags", ""));  // x86: "flags\t\t: fpu vme ..."
+  for (std::string flag; words >> flag;)
+    for (const char* w : wanted)
+      if (flag == w) return true;
+  return false;  // no such flag, or no flags line: no bf16 known
 }
 }  // namespace
 

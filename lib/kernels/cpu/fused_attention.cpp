@@ -168,6 +168,10 @@ inline HeadRows head_rows(const c10::BFloat16* src, int64_t ld_src, const Shape&
   return {buffer, s.D};
 }
 
+// Whether a task stages its heads' rows in float32 buffers of its own (bf16 data).
+template <typename scalar_t>
+constexpr bool kStaged = !std::is_same_v<scalar_t, float>;
+
 // Where a head's (T x D) float32 result is written: straight into float32 data, or into the task's
 // buffer, rounded into the bf16 data by finish().
 template <typename scalar_t>
@@ -175,16 +179,15 @@ struct HeadOut {
   scalar_t* dst;
   int64_t ld_dst;
   float* buffer;
-  static constexpr bool kDirect = std::is_same_v<scalar_t, float>;
   float* p() const {
-    if constexpr (kDirect)
-      return dst;
-    else
+    if constexpr (kStaged<scalar_t>)
       return buffer;
+    else
+      return dst;
   }
-  int64_t ld(const Shape& s) const { return kDirect ? ld_dst : s.D; }
+  int64_t ld(const Shape& s) const { return kStaged<scalar_t> ? s.D : ld_dst; }
   void finish(const Shape& s) const {
-    if constexpr (!kDirect) narrow_rows(buffer, reinterpret_cast<uint16_t*>(dst), ld_dst, s.T, s.D);
+    if constexpr (kStaged<scalar_t>) narrow_rows(buffer, reinterpret_cast<uint16_t*>(dst), ld_dst, s.T, s.D);
   }
 };
 
@@ -196,9 +199,6 @@ struct TaskRows {
       : rows(at::empty({staged ? count : 0, s.T, s.D}, at::TensorOptions().dtype(at::kFloat))), TD(s.T * s.D) {}
   float* slot(int64_t i) const { return rows.numel() ? rows.data_ptr<float>() + i * TD : nullptr; }
 };
-
-template <typename scalar_t>
-constexpr bool kStaged = !std::is_same_v<scalar_t, float>;
 
 // Every (row, head): P saved into probs, Y = (P * M) V into y.
 template <typename scalar_t>
