@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -325,8 +326,20 @@ Selection select() {
   return timed_choice(torch, open);
 }
 
+// select(), and a word where the environment holds OpenBLAS on narrower kernels than the CPU's.
+Selection select_and_explain() {
+  Selection s = select();
+  if (s.description.find("OpenBLAS") == std::string::npos) return s;  // OpenBLAS neither taken nor timed
+  const char* user = std::getenv("OPENBLAS_CORETYPE");
+  __builtin_cpu_init();
+  if (auto note = openblas_forced_core_note(user ? user : "", __builtin_cpu_supports("avx512f"),
+                                            __builtin_cpu_supports("avx2")))
+    s.description += "; " + *note;
+  return s;
+}
+
 const Selection& selection() {
-  static const Selection s = select();
+  static const Selection s = select_and_explain();
   return s;
 }
 
@@ -349,6 +362,30 @@ std::optional<std::string> openblas_coretype_override(const std::string& loaded_
   if (cpu_has_avx512) return "SkylakeX";
   if (cpu_has_avx2) return "Haswell";
   return std::nullopt;  // an old CPU: generic kernels are the right ones
+}
+
+namespace {
+// The widest vectors an OpenBLAS core's kernels use: 2 AVX-512, 1 AVX2, 0 older (OpenBLAS takes
+// the names case-insensitively).
+int core_vector_tier(std::string core) {
+  std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* wide : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (core == wide) return 2;
+  for (const char* avx2 : {"haswell", "zen", "excavator", "steamroller"})
+    if (core == avx2) return 1;
+  return 0;
+}
+}  // namespace
+
+std::optional<std::string> openblas_forced_core_note(const std::string& user_value, bool cpu_has_avx512,
+                                                     bool cpu_has_avx2) {
+  if (user_value.empty() || is_generic_openblas_core(user_value)) return std::nullopt;  // none, or replaced
+  const int cpu_tier = cpu_has_avx512 ? 2 : cpu_has_avx2 ? 1 : 0;
+  if (core_vector_tier(user_value) >= cpu_tier) return std::nullopt;
+  return fmt::format("OPENBLAS_CORETYPE={} from the environment keeps OpenBLAS on {} kernels on this CPU with {} "
+                     "(unset it for OpenBLAS's own choice, {}'s)",
+                     user_value, core_vector_tier(user_value) == 1 ? "AVX2" : "pre-AVX2",
+                     cpu_has_avx512 ? "AVX-512" : "AVX2", cpu_has_avx512 ? "SkylakeX" : "Haswell");
 }
 
 std::optional<std::string> openblas_coretype_for_workers() {

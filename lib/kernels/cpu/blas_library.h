@@ -41,6 +41,12 @@ bool is_generic_openblas_core(const std::string& core);
 std::optional<std::string> openblas_coretype_override(const std::string& loaded_core, const std::string& user_value,
                                                       bool cpu_has_avx512, bool cpu_has_avx2);
 
+// What the runtime line says when the user's OPENBLAS_CORETYPE holds OpenBLAS below this CPU's
+// vector width (Haswell's AVX2 kernels on a CPU with AVX-512: about half its float32 GEMM speed),
+// or nothing. The choice is kept, as above; only made visible. Pure, unit-tested.
+std::optional<std::string> openblas_forced_core_note(const std::string& user_value, bool cpu_has_avx512,
+                                                     bool cpu_has_avx2);
+
 // The same decision for this process and CPU (loads OpenBLAS if present; nothing when absent).
 std::optional<std::string> openblas_coretype_for_workers();
 
