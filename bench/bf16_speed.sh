@@ -45,9 +45,14 @@ out, rounds = sys.argv[1], int(sys.argv[2])
 def load(label, config, dtype, r):
     return json.load(open(f"{out}/{label}-{config}-{dtype}-{r}.json"))
 flags = open("/proc/cpuinfo").read()
-model = next((l.split(":", 1)[1].strip() for l in flags.splitlines() if l.startswith("model name")), "?")
+def field(name):
+    return next((l.split(":", 1)[1].strip() for l in flags.splitlines() if l.split(":")[0].strip() == name), "?")
 bf16 = [f for f in ("avx512_bf16", "amx_bf16") if f" {f}" in flags]
-print(f"CPU: {model}; bf16 instructions: {', '.join(bf16) or 'none'}\n")
+# "AMD EPYC" alone names neither Zen 4 (family 25) nor Zen 5 (26); a forced OpenBLAS core changes fp32.
+import os
+core = os.environ.get("OPENBLAS_CORETYPE", "")
+print(f"CPU: {field('model name')} (family {field('cpu family')} model {field('model')}); "
+      f"bf16 instructions: {', '.join(bf16) or 'none'}; OPENBLAS_CORETYPE {core or 'unset'}\n")
 print("| round | build | 10.7M fp32 ms | 10.7M bf16 ms | bf16 speed-up | by CPU time | baby fp32 ms | CPU share fp32/bf16 | final loss fp32/bf16 |")
 print("|---|---|---|---|---|---|---|---|---|")
 # CPU time per step (the process's, all threads): what a shared machine's load disturbs least.
