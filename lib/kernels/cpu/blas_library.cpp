@@ -28,6 +28,20 @@ namespace spmd::kernels::cpu {
 
 namespace {
 
+// What OpenBLAS's core choice depends on: the environment's OPENBLAS_CORETYPE ("" when unset) and
+// the CPU's widest vectors.
+std::string user_coretype() {
+  const char* user = std::getenv("OPENBLAS_CORETYPE");
+  return user ? user : "";
+}
+struct CpuVectors {
+  bool avx512, avx2;
+};
+CpuVectors cpu_vectors() {
+  __builtin_cpu_init();
+  return {__builtin_cpu_supports("avx512f") != 0, __builtin_cpu_supports("avx2") != 0};
+}
+
 struct Library {
   std::string name;  // "mkl", "openblas"
   SgemmFn sgemm = nullptr;
@@ -64,9 +78,9 @@ Library openblas() {
 #ifdef SPMD_OPENBLAS_LIBRARY
   // OpenBLAS reads OPENBLAS_CORETYPE when it loads: a generic core forced by the environment is
   // replaced here already (the launcher does the same, and more, for its workers).
-  if (const char* user = std::getenv("OPENBLAS_CORETYPE"); user && *user) {
-    __builtin_cpu_init();
-    if (auto core = openblas_coretype_override("", user, __builtin_cpu_supports("avx512f"), __builtin_cpu_supports("avx2")))
+  if (const std::string user = user_coretype(); !user.empty()) {
+    const CpuVectors cpu = cpu_vectors();
+    if (auto core = openblas_coretype_override("", user, cpu.avx512, cpu.avx2))
       setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
   }
   void* handle = dlopen(SPMD_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
@@ -312,12 +326,8 @@ Selection timed_choice(const Library& torch, const Library& open) {
   return describe_choice(choice, torch, open, path);
 }
 
-Selection select() {
-  const char* env = std::getenv("SPMD_BLAS");
-  const std::string asked = env && *env ? env : "auto";
-  if (asked != "auto" && asked != "mkl" && asked != "openblas")
-    throw UsageError(fmt::format("SPMD_BLAS={}: expected auto, mkl or openblas", asked));
-  const Library torch = torch_blas(), open = asked == "mkl" ? Library{} : openblas();
+// The choice among the libraries found, as SPMD_BLAS asks.
+Selection choose(const std::string& asked, const Library& torch, const Library& open) {
   if (asked == "openblas" && !open.sgemm)
     throw UsageError("SPMD_BLAS=openblas, but this build found no OpenBLAS (scripts/setup-torch installs "
                      "scipy-openblas32 beside torch); use auto or mkl");
@@ -326,20 +336,22 @@ Selection select() {
   return timed_choice(torch, open);
 }
 
-// select(), and a word where the environment holds OpenBLAS on narrower kernels than the CPU's.
-Selection select_and_explain() {
-  Selection s = select();
-  if (s.description.find("OpenBLAS") == std::string::npos) return s;  // OpenBLAS neither taken nor timed
-  const char* user = std::getenv("OPENBLAS_CORETYPE");
-  __builtin_cpu_init();
-  if (auto note = openblas_forced_core_note(user ? user : "", __builtin_cpu_supports("avx512f"),
-                                            __builtin_cpu_supports("avx2")))
-    s.description += "; " + *note;
+Selection select() {
+  const char* env = std::getenv("SPMD_BLAS");
+  const std::string asked = env && *env ? env : "auto";
+  if (asked != "auto" && asked != "mkl" && asked != "openblas")
+    throw UsageError(fmt::format("SPMD_BLAS={}: expected auto, mkl or openblas", asked));
+  const Library torch = torch_blas(), open = asked == "mkl" ? Library{} : openblas();
+  Selection s = choose(asked, torch, open);
+  // Where OpenBLAS was loaded (taken or timed), a word if the environment holds it on narrower kernels.
+  const CpuVectors cpu = cpu_vectors();
+  if (open.sgemm)
+    if (auto note = openblas_forced_core_note(user_coretype(), cpu.avx512, cpu.avx2)) s.description += "; " + *note;
   return s;
 }
 
 const Selection& selection() {
-  static const Selection s = select_and_explain();
+  static const Selection s = select();
   return s;
 }
 
@@ -391,10 +403,8 @@ std::optional<std::string> openblas_forced_core_note(const std::string& user_val
 std::optional<std::string> openblas_coretype_for_workers() {
   const Library open = openblas();
   if (!open.sgemm) return std::nullopt;
-  const char* user = std::getenv("OPENBLAS_CORETYPE");
-  __builtin_cpu_init();
-  return openblas_coretype_override(open.core, user ? user : "", __builtin_cpu_supports("avx512f"),
-                                    __builtin_cpu_supports("avx2"));
+  const CpuVectors cpu = cpu_vectors();
+  return openblas_coretype_override(open.core, user_coretype(), cpu.avx512, cpu.avx2);
 }
 
 }  // namespace spmd::kernels::cpu
