@@ -19,9 +19,8 @@
 //                own (collectives carry fp32), and under sequence parallelism keeps the gathered
 //                (B, T, C), not the slice; bf16 also keeps a bf16 copy of the weight shard (cast
 //                once per step), except an FSDP layer, which casts its gather
-//   attention    the CPU's fused kernel keeps qkv (B, T, 3C', operand dtype) only (its backward
-//                recomputes the probabilities); elsewhere the probabilities (B, H', T, T) too; its
-//                output is c_proj's input; dropout's mask (B, H', T, T)
+//   attention    the fused kernel keeps qkv (B, T, 3C', operand dtype) and the probabilities
+//                (B, H', T, T); its output is c_proj's input; dropout's mask (B, H', T, T)
 //   bias+GELU    its derivative (B, T, F') in the operand dtype; its output is c_proj's input;
 //                SwiGLU (llama) keeps gate, silu(gate) and up (B, T, F') in the operand dtype; its
 //                output is down's input
@@ -32,9 +31,8 @@
 //                it keeps the gradient of its input (B*T, C) fp32 and of the table (V', C) fp32
 //                (the FSDP shard's), nothing of the logits; ln_f's mean and rstd
 // runtime.remat full keeps only each block's input (its output is the next block's input);
-// selective drops the probabilities where attention keeps them (qkv is kept as the recomputation's
-// input; the CPU's fused kernel has none to drop, and is not replayed), but the attention dropout
-// mask stays with the recomputation; the GELU is not recomputed. The loss's
+// selective drops the probabilities (qkv is kept as the recomputation's input), but the
+// attention dropout mask stays with the recomputation; the GELU is not recomputed. The loss's
 // chunk of logits is a working set at the forward's end, when every activation is held, as at
 // the first backward's start: the working set is the wider of it and the widest backward op's.
 #include "inspect/memory_estimate.h"
@@ -78,14 +76,11 @@ struct DeviceShapes {
   ActivationTraits traits;                // the family's norms and MLP activation
   // bf16 operands without dropout on a GPU: libtorch's fused attention (SDPA) on bf16 q, k, v keeps
   // them, its output and the log-sum-exp, no (T, T) probabilities. On a CPU bf16 attention is the
-  // fused kernel, which keeps the bf16 qkv (kernels::causal_attention).
+  // fused kernel, which keeps the bf16 qkv and the probabilities (kernels::causal_attention).
   bool sdpa_attention = false;
   // Context parallelism by ring attention: it keeps its output and log-sum-exp, no probabilities.
   bool ring_attention = false;
   bool gpu = false;  // runtime.device: cuda (the loss's chunks are a GPU's; under auto, a CPU's)
-  // The CPU's fused kernel (one process's attention, any dtype): it keeps qkv only and its backward
-  // makes no (B, H', T, T) tensor.
-  bool fused_cpu_attention() const { return !gpu && context_split == 1; }
   int64_t full_tokens() const { return B * T / context_split; }
   int64_t stream_tokens() const { return full_tokens() / seq_split; }
   int64_t stream_bytes() const { return stream_tokens() * C * kFloatBytes; }  // one (B, T', C) fp32
@@ -120,7 +115,7 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
   }
   // qkv: attention's (or its recomputation's) input; context-parallel attention takes it in fp32.
   bytes += N * 3 * d.heads * d.head_dim * (d.context_split > 1 ? kFloatBytes : d.operand);
-  if (remat == Remat::kNone && !d.ring_attention && !d.fused_cpu_attention()) bytes += probs;
+  if (remat == Remat::kNone && !d.ring_attention) bytes += probs;
   // Under context parallelism selective recomputation draws the attention mask in the replay.
   const bool mask_kept = remat == Remat::kNone || d.context_split == 1;
   if (d.dropout) bytes += (mask_kept ? probs : 0) + 2 * d.stream_bytes();  // attention mask; the two residual masks
@@ -154,13 +149,13 @@ int64_t replayed_block_bytes(const DeviceShapes& d, Remat remat) {
   return remat == Remat::kNone ? 0 : block_bytes(d, Remat::kNone) - block_bytes(d, remat);
 }
 
-// The widest op's gradients in and out: attention's probabilities (B, H', T/c, T) unless a fused
-// kernel (SDPA, the CPU's) makes none, or the MLP's hidden layer (B, T, 4C').
+// The widest op's gradients in and out: attention's probabilities (B, H', T/c, T) unless the
+// fused bf16 kernel keeps none, or the MLP's hidden layer (B, T, 4C').
 int64_t backward_working_set(const DeviceShapes& d) {
   const int64_t hidden = d.full_tokens() * d.mlp * kFloatBytes;
   // Ring attention's backward: one block's probabilities and their gradients, (B, H', c, c) each.
   const int64_t chunk = d.T / (2 * d.context_split);
-  const int64_t probs = d.sdpa_attention || d.fused_cpu_attention() ? 0
+  const int64_t probs = d.sdpa_attention   ? 0
                         : d.ring_attention ? 2 * d.B * d.heads * chunk * chunk * kFloatBytes
                                            : d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;
   return 2 * std::max(hidden, probs);

@@ -175,11 +175,6 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
   return explicit_causal_attention(qkv, dropout_mask, document_starts);
 }
 
-bool causal_attention_keeps_probabilities(const at::Tensor& qkv, const at::Tensor& dropout_mask,
-                                          const at::Tensor& document_starts) {
-  return !cpu::fused_attention_supports(qkv, dropout_mask, document_starts);
-}
-
 at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   const int64_t T = q.size(1), S = k.size(1), D = q.size(3);
   SPMD_ASSERT(S >= T && k.sizes() == v.sizes(), "attention_over_prefix: q {} k {} v {}", q.sizes().vec(),

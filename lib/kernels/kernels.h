@@ -57,20 +57,14 @@ void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at:
 // y = (softmax(...) * dropout_mask) V, so dropout is the caller's pure function of global indices
 // on every device. operand_dtype: bf16 (the model's matmul dtype) takes qkv's bf16 values and
 // returns y in bf16, as autocast does: on CUDA libtorch's flash kernels on bf16 operands (softmax
-// in float32 inside), on the CPU the fused kernel, float32 on their values (it keeps only the bf16
-// qkv for backward, which recomputes the probabilities); float32 changes nothing.
+// in float32 inside), on the CPU the fused kernel, float32 on their values (it keeps the bf16 qkv
+// and the probabilities for backward); float32 changes nothing.
 // document_starts: undefined, or (B, T) int64, where each position's document starts (packed
 // documents; non-decreasing along a row, <= the position): query i sees keys
 // document_starts[b, i] .. i only (a block-diagonal causal mask).
 at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor(),
                             at::ScalarType operand_dtype = at::kFloat,
                             const at::Tensor& document_starts = at::Tensor());
-
-// Whether causal_attention keeps (B, H, T, T) probabilities for its backward, so that recomputing
-// it in backward (runtime.remat: selective) saves memory: not on the CPU, whose fused kernel keeps
-// only qkv and recomputes them.
-bool causal_attention_keeps_probabilities(const at::Tensor& qkv, const at::Tensor& dropout_mask,
-                                          const at::Tensor& document_starts);
 
 // Decoding: queries q (B, T, H, D) at the last T of the S positions whose keys and values k, v
 // (B, S, H, D) hold; query i sees keys 0 .. S - T + i. No dropout. (B, T, H, D).

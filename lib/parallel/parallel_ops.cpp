@@ -230,10 +230,9 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
     const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
     mask = dropout_multipliers({B, H, T, T}, qkv.device(), dropout_site, kProbs);
   }
-  // Selective recomputation (Megatron's): the attention core, whose probabilities are (T, T) per
-  // head, where it keeps them (not the CPU's fused kernel: replaying it would save nothing).
+  // Selective recomputation (Megatron's): the attention core, whose probabilities are (T, T) per head.
   const at::ScalarType operands = matmul_dtype();  // bf16 matmuls: bf16 attention too
-  if (remat_ == Remat::kSelective && kernels::causal_attention_keeps_probabilities(qkv, mask, document_starts))
+  if (remat_ == Remat::kSelective)
     return recomputed(qkv, [mask, operands, document_starts](const at::Tensor& in) {
       return kernels::causal_attention(in, mask, operands, document_starts);
     });

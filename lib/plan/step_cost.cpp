@@ -4,10 +4,8 @@
 // token of one block, forward: 2 x each dense weight's size over its tensor-parallel share (GPT-2:
 // c_attn 6C^2 and c_proj 2C^2 over the heads' share, the MLP's 16C^2 over its share; llama: q, k,
 // v, o, gate, up, down alike), the attention core 4TC (QK^T and PV, computed whole: the kernel does not
-// skip the masked half); the head 2CV. Backward is twice the forward (the attention core's 2.5
-// times under ring attention and in the CPU's fused kernel, which recompute the scores); remat full
-// replays the blocks' forward, selective the attention core (not the CPU's fused kernel, which keeps
-// nothing a replay would drop).
+// skip the masked half); the head 2CV. Backward is twice the forward; remat full replays the
+// blocks' forward, selective the attention core.
 #include "plan/step_cost.h"
 
 #include <algorithm>
@@ -54,7 +52,6 @@ struct StageShape {
   double block_dense = 0;  // matmul FLOPs per token of one block's dense layers on one device, forward
   int64_t cp = 1;
   bool ring = false;  // ring attention: only the visible blocks, (2cp + 1) of 4cp, are computed
-  bool fused_cpu = false;  // one process's attention on a CPU: the fused kernel
 };
 
 // The tensor-parallel share of `logical`'s dim of a weight.
@@ -101,7 +98,6 @@ StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t 
   s.T = static_cast<double>(m.block_size);
   s.cp = layout.cp_size();
   s.ring = s.cp > 1 && layout.context_exchange == ContextExchange::kRing;
-  s.fused_cpu = s.cp == 1 && !layout.on_gpu;
   return s;
 }
 
@@ -117,13 +113,13 @@ MicrobatchFlops microbatch_flops(const StageShape& s, Remat remat) {
   // Ring attention computes the visible (chunk x chunk) blocks only, and its backward replays
   // their scores: 5 block products for the forward's 2, where autograd's backward takes 4.
   const double visible = s.ring ? static_cast<double>(2 * s.cp + 1) / static_cast<double>(4 * s.cp) : 1.0;
-  const double core_passes = s.ring || s.fused_cpu ? 3.5 : 3;
+  const double core_passes = s.ring ? 3.5 : 3;
   const double layers = static_cast<double>(s.layers);
   const double head = s.last ? s.tokens * 2 * s.C * s.vocab / static_cast<double>(s.tp_vocab) : 0;
   const double dense = s.tokens * s.block_dense, core = s.tokens * attn_core * visible;
   MicrobatchFlops f{3 * (layers * dense + head), core_passes * layers * core};
   if (remat == Remat::kFull) f.dense += layers * dense, f.core += layers * core;
-  if (remat == Remat::kSelective && !s.fused_cpu) f.core += layers * core;
+  if (remat == Remat::kSelective) f.core += layers * core;
   return f;
 }
 

@@ -312,13 +312,12 @@ TEST_CASE("inspect: the activation estimate follows runtime.remat and sequence p
   CHECK(selective["per_device"]["remat"] == "selective");
   CHECK(full["single_device"]["remat"] == "full");  // the one-device column assumes the same policy
   CHECK(activations(full) * 3 < activations(selective));
-  // On a CPU the fused attention keeps no probabilities: selective has nothing to drop or replay.
-  CHECK(activations(selective) == activations(none));
+  CHECK(activations(selective) < activations(none));
   // Only the activations change, and the recomputed block that remat full holds in backward.
   auto recompute = [](const nlohmann::json& totals) { return totals["per_device"]["recompute"].get<int64_t>(); };
   CHECK(recompute(none) == 0);
   CHECK(recompute(full) > recompute(selective));
-  CHECK(recompute(selective) == 0);
+  CHECK(recompute(selective) > 0);
   CHECK(full["per_device"]["params"] == none["per_device"]["params"]);
   CHECK(full["per_device"]["total"].get<int64_t>() - activations(full) - recompute(full) ==
         none["per_device"]["total"].get<int64_t>() - activations(none));

@@ -55,12 +55,12 @@ TEST_CASE("memory estimate: one process with remat none, full and selective, dro
     bytes[remat] = memory["activations"].get<double>();
   }
   CHECK(bytes["full"] * 3 < bytes["selective"]);
-  // The CPU's fused attention keeps no probabilities: selective recomputation has nothing to drop.
-  CHECK(bytes["selective"] == bytes["none"]);
+  CHECK(bytes["selective"] < bytes["none"]);
   // Dropout keeps its masks; selective recomputation keeps the attention mask with the recomputed core.
   check_estimate(run, "single-none-dropout", {"--set", "model.dropout=0.1"});
   check_estimate(run, "single-selective-dropout", {"--set", "model.dropout=0.1", "--set", "runtime.remat=selective"});
-  // bf16 on a CPU: the fused attention keeps the bf16 qkv (no probabilities, as a GPU's SDPA).
+  // bf16 on a CPU: the fused attention keeps the bf16 qkv and the fp32 probabilities (a GPU's SDPA
+  // keeps no probabilities).
   check_estimate(run, "single-none-bf16", {"--set", "model.matmul_dtype=bfloat16"});
   check_estimate(run, "single-selective-bf16", {"--set", "model.matmul_dtype=bfloat16", "--set", "runtime.remat=selective"});
 }

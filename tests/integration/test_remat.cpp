@@ -1,8 +1,6 @@
 // Activation recomputation as real processes: runtime.remat full and selective reproduce the
 // losses of no recomputation exactly (dropout masks are pure functions of their indices) on one
-// process, DP x TP and FSDP, and full recomputation holds far fewer bytes for backward. On a CPU
-// selective recomputation holds as much as none: the fused attention keeps only qkv (its backward
-// recomputes the probabilities), so there is nothing for it to drop, and it replays nothing.
+// process, DP x TP and FSDP, and full recomputation holds far fewer bytes for backward.
 #include <doctest/doctest.h>
 
 #include "training_fixture.h"
@@ -33,8 +31,8 @@ TEST_CASE("remat: full and selective recomputation give exactly the losses of no
       CHECK(c.val_loss == none.val_loss);
       const double bytes = read_summary(out)["graph_bytes"].get<double>();
       MESSAGE(name << ": bytes held for backward, remat none " << none_bytes << ", " << remat << " " << bytes);
+      CHECK(bytes < none_bytes);
       if (remat == "full") CHECK(bytes * 3 < none_bytes);
-      if (remat == "selective") CHECK(bytes == none_bytes);
     }
   }
 }

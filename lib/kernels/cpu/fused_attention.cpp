@@ -5,12 +5,10 @@
 // on the bf16 values, rounded once, with no qkv-sized float32 copy.
 //
 // Forward, per head (Q, K, V: (T, D) with row stride 3*H*D inside qkv):
-//   P = causal_softmax(Q K^T * scale)        (T, T) in the task's buffer, zero above the diagonal
+//   P = causal_softmax(Q K^T * scale)        saved, (T, T), zero above the diagonal
 //   Pd = P * M (dropout, when a mask is given)
 //   Y = Pd V
-// Backward, from dY (P recomputed by the same code, so bit for bit the forward's: nothing (T, T)
-// is kept between the passes, as in flash attention):
-//   P = causal_softmax(Q K^T * scale)
+// Backward, from dY:
 //   dPd = dY V^T;  dV = Pd^T dY;  dP = dPd * M
 //   dS = P * (dP - rowsum(dP * P)) * scale
 //   dQ = dS K;     dK = dS^T Q
@@ -202,21 +200,21 @@ struct TaskRows {
   float* slot(int64_t i) const { return rows.numel() ? rows.data_ptr<float>() + i * TD : nullptr; }
 };
 
-// Every (row, head): Y = (P * M) V into y.
+// Every (row, head): P saved into probs, Y = (P * M) V into y.
 template <typename scalar_t>
 void attention_forward(const Shape& s, const scalar_t* qkv_p, const float* mask_p, const int64_t* starts_p,
-                       scalar_t* y_p) {
+                       float* probs_p, scalar_t* y_p) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
   const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
-    const at::Tensor p_rows = scratch(T), dropped = scratch(mask_p ? T : 0);
-    float* p = p_rows.data_ptr<float>();
+    const at::Tensor dropped = scratch(mask_p ? T : 0);
     const TaskRows rows(kStaged<scalar_t>, 4, s);  // q, k, v, y
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
       const scalar_t* src = qkv_p + b * T * ld + h * s.D;
       const HeadRows q = head_rows(src, ld, s, rows.slot(0)), k = head_rows(src + HD, ld, s, rows.slot(1)),
                      v = head_rows(src + 2 * HD, ld, s, rows.slot(2));
+      float* p = probs_p + bh * T * T;
       const RowStarts st{starts_p ? starts_p + b * T : nullptr};
       causal_softmax_probs(s, q.p, k.p, q.ld, scale, p, st);
       const float* pd = p;
@@ -231,15 +229,14 @@ void attention_forward(const Shape& s, const scalar_t* qkv_p, const float* mask_
   });
 }
 
-// Every (row, head): dQ, dK, dV into grad_qkv from dY and P recomputed.
+// Every (row, head): dQ, dK, dV into grad_qkv from dY and the saved P.
 template <typename scalar_t>
-void attention_backward(const Shape& s, const scalar_t* qkv_p, const float* mask_p, const int64_t* starts_p,
-                        const scalar_t* gy_p, scalar_t* gqkv_p) {
+void attention_backward(const Shape& s, const scalar_t* qkv_p, const float* probs_p, const float* mask_p,
+                        const int64_t* starts_p, const scalar_t* gy_p, scalar_t* gqkv_p) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
   const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
-    const at::Tensor p_rows = scratch(T), dp_rows = scratch(T), dropped = scratch(mask_p ? T : 0);
-    float* p = p_rows.data_ptr<float>();
+    const at::Tensor dp_rows = scratch(T), dropped = scratch(mask_p ? T : 0);
     float* dp = dp_rows.data_ptr<float>();
     const TaskRows rows(kStaged<scalar_t>, 7, s);  // q, k, v, dY in; dQ, dK, dV out
     for (int64_t bh = begin; bh < end; ++bh) {
@@ -251,9 +248,9 @@ void attention_backward(const Shape& s, const scalar_t* qkv_p, const float* mask
       const HeadRows gy = head_rows(gy_p + b * T * s.ld_y() + h * s.D, s.ld_y(), s, rows.slot(3));
       const HeadOut<scalar_t> dq{gqkv_p + offset, ld, rows.slot(4)}, dk{gqkv_p + offset + HD, ld, rows.slot(5)},
           dv{gqkv_p + offset + 2 * HD, ld, rows.slot(6)};
+      const float* p = probs_p + bh * T * T;
       const float* m = mask_p ? mask_p + bh * T * T : nullptr;
       const RowStarts st{starts_p ? starts_p + b * T : nullptr};
-      causal_softmax_probs(s, q.p, k.p, q.ld, scale, p, st);
       const float* pd = p;
       if (m) {
         apply_mask(T, p, m, dropped.data_ptr<float>());
@@ -287,12 +284,14 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     const int64_t* starts_p = starts.defined() ? starts.const_data_ptr<int64_t>() : nullptr;
     const float* mask_p = mask.defined() ? mask.const_data_ptr<float>() : nullptr;
     const Shape s = shape_of(qkv);
-    at::Tensor y = at::empty({s.B, s.T, s.H, s.D}, qkv.options());  // (B, T, H, D)
+    at::Tensor probs = at::empty({s.B, s.H, s.T, s.T}, qkv.options().dtype(at::kFloat));  // (B, H, T, T)
+    at::Tensor y = at::empty({s.B, s.T, s.H, s.D}, qkv.options());                        // (B, T, H, D)
     if (qkv.scalar_type() == at::kBFloat16)
-      attention_forward(s, qkv.const_data_ptr<c10::BFloat16>(), mask_p, starts_p, y.data_ptr<c10::BFloat16>());
+      attention_forward(s, qkv.const_data_ptr<c10::BFloat16>(), mask_p, starts_p, probs.data_ptr<float>(),
+                        y.data_ptr<c10::BFloat16>());
     else
-      attention_forward(s, qkv.const_data_ptr<float>(), mask_p, starts_p, y.data_ptr<float>());
-    ctx->save_for_backward({qkv});
+      attention_forward(s, qkv.const_data_ptr<float>(), mask_p, starts_p, probs.data_ptr<float>(), y.data_ptr<float>());
+    ctx->save_for_backward({qkv, probs});
     ctx->saved_data["has_mask"] = mask.defined();
     if (mask.defined()) ctx->saved_data["mask"] = mask;
     if (starts.defined()) ctx->saved_data["starts"] = starts;
@@ -302,6 +301,7 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     const at::Tensor& qkv = saved[0];
+    const at::Tensor& probs = saved[1];
     const at::Tensor grad_y = grads[0].to(qkv.scalar_type()).contiguous();  // (B, T, H, D)
     const at::Tensor mask = ctx->saved_data["has_mask"].toBool() ? ctx->saved_data["mask"].toTensor() : at::Tensor();
     const float* mask_p = mask.defined() ? mask.const_data_ptr<float>() : nullptr;
@@ -310,11 +310,11 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     const Shape s = shape_of(qkv);
     at::Tensor grad_qkv = at::empty_like(qkv);  // every element written
     if (qkv.scalar_type() == at::kBFloat16)
-      attention_backward(s, qkv.const_data_ptr<c10::BFloat16>(), mask_p, starts_p,
+      attention_backward(s, qkv.const_data_ptr<c10::BFloat16>(), probs.const_data_ptr<float>(), mask_p, starts_p,
                          grad_y.const_data_ptr<c10::BFloat16>(), grad_qkv.data_ptr<c10::BFloat16>());
     else
-      attention_backward(s, qkv.const_data_ptr<float>(), mask_p, starts_p, grad_y.const_data_ptr<float>(),
-                         grad_qkv.data_ptr<float>());
+      attention_backward(s, qkv.const_data_ptr<float>(), probs.const_data_ptr<float>(), mask_p, starts_p,
+                         grad_y.const_data_ptr<float>(), grad_qkv.data_ptr<float>());
     return {grad_qkv, at::Tensor(), at::Tensor()};
   }
 };

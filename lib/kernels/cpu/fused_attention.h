@@ -1,8 +1,7 @@
 // Fused causal self-attention on CPU: one autograd node for softmax(Q K^T / sqrt(D) + causal) V over
 // every (row, head), computed head by head in parallel with the causal mask applied by index (no
-// mask tensor, no score copies, the upper triangle's products skipped). Saves only qkv for backward,
-// which recomputes the probabilities head by head, as flash attention does: no (B, H, T, T) tensor
-// outlives a pass. The unfused libtorch computation is its reference (test_fused_attention).
+// mask tensor, no score copies, the upper triangle's products skipped). Saves only qkv and the
+// probabilities for backward. The unfused libtorch computation is its reference (test_fused_attention).
 // Callers outside lib/kernels use kernels::causal_attention (kernels/kernels.h), which picks it.
 #pragma once
 #include <ATen/ATen.h>
