@@ -81,6 +81,9 @@ struct DeviceShapes {
   // Context parallelism by ring attention: it keeps its output and log-sum-exp, no probabilities.
   bool ring_attention = false;
   bool gpu = false;  // runtime.device: cuda (the loss's chunks are a GPU's; under auto, a CPU's)
+  // Dropout masks as tensors that autograd keeps: on a GPU and under context parallelism. On a CPU
+  // the fused kernels draw each mask where they apply it, again in backward (kernels::dropout).
+  bool dropout_masks_kept() const { return dropout && (gpu || context_split > 1); }
   int64_t full_tokens() const { return B * T / context_split; }
   int64_t stream_tokens() const { return full_tokens() / seq_split; }
   int64_t stream_bytes() const { return stream_tokens() * C * kFloatBytes; }  // one (B, T', C) fp32
@@ -90,7 +93,7 @@ int64_t stage_input_bytes(const DeviceShapes& d, bool first_stage) {
   int64_t bytes = d.stream_bytes();  // the embeddings' output, or the received activation
   if (!first_stage) return bytes;
   if (d.vocab_masked) bytes += d.full_tokens() * kMaskedIdBytes;
-  if (d.dropout) bytes += d.stream_bytes();
+  if (d.dropout_masks_kept()) bytes += d.stream_bytes();  // the embeddings' dropout mask
   return bytes;
 }
 
@@ -116,9 +119,8 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
   // qkv: attention's (or its recomputation's) input; context-parallel attention takes it in fp32.
   bytes += N * 3 * d.heads * d.head_dim * (d.context_split > 1 ? kFloatBytes : d.operand);
   if (remat == Remat::kNone && !d.ring_attention) bytes += probs;
-  // Under context parallelism selective recomputation draws the attention mask in the replay.
-  const bool mask_kept = remat == Remat::kNone || d.context_split == 1;
-  if (d.dropout) bytes += (mask_kept ? probs : 0) + 2 * d.stream_bytes();  // attention mask; the two residual masks
+  // The attention mask; selective recomputation draws it in the replay. The two residual masks.
+  if (d.dropout_masks_kept()) bytes += (remat == Remat::kNone ? probs : 0) + 2 * d.stream_bytes();
   if (d.ring_attention && remat == Remat::kNone) {
     // The output in head-major order, and its log-sum-exp per (row, head, position).
     bytes += N * d.heads * d.head_dim * kFloatBytes + d.B * d.heads * (d.T / d.context_split) * kFloatBytes;

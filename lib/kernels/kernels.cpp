@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fused_adamw.h"
 #include "kernels/cpu/fused_attention.h"
+#include "kernels/cpu/fused_dropout.h"
 #include "kernels/cpu/fused_gelu.h"
 #include "kernels/cpu/fused_linear.h"
 #include "kernels/cpu/sum_of_squares.h"
@@ -175,6 +176,16 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
   return explicit_causal_attention(qkv, dropout_mask, document_starts);
 }
 
+at::Tensor causal_attention(const at::Tensor& qkv, const DropoutDraws& dropout, at::ScalarType operand_dtype,
+                            const at::Tensor& document_starts) {
+  const at::Tensor operands =
+      c10::isReducedFloatingType(operand_dtype) && operand_dtype != qkv.scalar_type() ? qkv.to(operand_dtype) : qkv;
+  if (cpu::fused_attention_supports(operands, at::Tensor(), document_starts))
+    return cpu::fused_causal_attention(operands, dropout, document_starts);
+  const at::Tensor mask = dropout.defined() ? dropout.materialize(qkv.device()) : at::Tensor();
+  return causal_attention(operands, mask, operand_dtype, document_starts);
+}
+
 at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   const int64_t T = q.size(1), S = k.size(1), D = q.size(3);
   SPMD_ASSERT(S >= T && k.sizes() == v.sizes(), "attention_over_prefix: q {} k {} v {}", q.sizes().vec(),
@@ -247,6 +258,12 @@ at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
   if (!bias.defined()) return at::gelu(h, "tanh");
   // A bf16 h takes its bias in bf16 (autocast's: it stays bf16); other dtypes promote as usual.
   return at::gelu(h + (c10::isReducedFloatingType(h.scalar_type()) ? bias.to(h.scalar_type()) : bias), "tanh");
+}
+
+at::Tensor dropout(const at::Tensor& x, const DropoutDraws& draws) {
+  if (!draws.defined()) return x;
+  if (cpu::fused_dropout_supports(x, draws)) return cpu::fused_dropout(x, draws);
+  return x * draws.materialize(x.device());
 }
 
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }

@@ -8,6 +8,7 @@
 
 #include "config/choices.h"  // MatmulDtype only: no config, no dependencies
 #include "kernels/attention_block.h"
+#include "kernels/dropout_draws.h"
 
 namespace spmd::kernels {
 
@@ -65,6 +66,11 @@ void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at:
 at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor(),
                             at::ScalarType operand_dtype = at::kFloat,
                             const at::Tensor& document_starts = at::Tensor());
+// The same with the mask as its draws (kernels/dropout_draws.h; undefined: no dropout), the same
+// bits: the CPU's fused kernel draws each head's multipliers where it applies them and keeps none
+// for backward; every other path materializes the mask on qkv's device first.
+at::Tensor causal_attention(const at::Tensor& qkv, const DropoutDraws& dropout, at::ScalarType operand_dtype,
+                            const at::Tensor& document_starts = at::Tensor());
 
 // Decoding: queries q (B, T, H, D) at the last T of the S positions whose keys and values k, v
 // (B, S, H, D) hold; query i sees keys 0 .. S - T + i. No dropout. (B, T, H, D).
@@ -92,6 +98,11 @@ void block_attention_backward(const AttentionBlock& block, const BlockGradients&
 // GPT-2's tanh-approximate GELU of h + bias; bias undefined or of size h.size(-1). A bf16 h gives
 // bf16 (the bias taken in bf16, as autocast); other dtypes promote as libtorch's add does.
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor());
+
+// x times the draws' multipliers (0 or 1/(1-p); undefined draws: x itself), a block of x's shape.
+// float32 on the CPU: one pass, the multipliers drawn again in backward, nothing kept; elsewhere
+// x * draws.materialize(x.device()), which autograd keeps. The same bits either way.
+at::Tensor dropout(const at::Tensor& x, const DropoutDraws& draws);
 
 // Llama's SwiGLU: silu(gate) * up, elementwise.
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);

@@ -213,7 +213,7 @@ at::Tensor ParallelOps::positions(int64_t length, int64_t first_position, const 
 at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
                                          const at::Tensor& document_starts) {
   // The dropout mask is this rank's block of the multipliers dropout() would apply: a pure
-  // function of global indices, whichever kernel (and device) applies them, drawn in one pass.
+  // function of global indices, whichever kernel (and device) applies them.
   // (B, H, T, T): both sequence dims are whole here, also under sequence parallelism (where a
   // `seq` rule would claim the heads' axis first).
   static const std::vector<std::string> kProbs{"batch", "heads", "", ""};
@@ -225,18 +225,19 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
       });
     return context_attention(qkv, dropout_site, document_starts);
   }
-  at::Tensor mask;
+  // As its draws: the CPU's fused kernel draws them itself and keeps no mask for backward.
+  kernels::DropoutDraws dropout;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0) {
     const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
-    mask = dropout_multipliers({B, H, T, T}, qkv.device(), dropout_site, kProbs);
+    dropout = dropout_draws({B, H, T, T}, dropout_site, kProbs);
   }
   // Selective recomputation (Megatron's): the attention core, whose probabilities are (T, T) per head.
   const at::ScalarType operands = matmul_dtype();  // bf16 matmuls: bf16 attention too
   if (remat_ == Remat::kSelective)
-    return recomputed(qkv, [mask, operands, document_starts](const at::Tensor& in) {
-      return kernels::causal_attention(in, mask, operands, document_starts);
+    return recomputed(qkv, [dropout, operands, document_starts](const at::Tensor& in) {
+      return kernels::causal_attention(in, dropout, operands, document_starts);
     });
-  return kernels::causal_attention(qkv, mask, operands, document_starts);
+  return kernels::causal_attention(qkv, dropout, operands, document_starts);
 }
 
 ContextSplit ParallelOps::context_split() const {
@@ -279,44 +280,59 @@ at::Tensor ParallelOps::swiglu(const at::Tensor& gate, const at::Tensor& up) { r
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
   if (model_.layout().model.dropout <= 0) return x;
-  return x * dropout_multipliers(x.sizes(), x.device(), site, logical);
+  // Under context parallelism the rank's rows are two chunks: their multipliers, materialized.
+  if (dropout_block(x.sizes(), site, logical).seq_dim >= 0)
+    return x * dropout_multipliers(x.sizes(), x.device(), site, logical);
+  return kernels::dropout(x, dropout_draws(x.sizes(), site, logical));
 }
 
-at::Tensor ParallelOps::dropout_multipliers(at::IntArrayRef shape, c10::Device device, const std::string& site,
-                                            const std::vector<std::string>& logical) {
+ParallelOps::DropoutBlock ParallelOps::dropout_block(at::IntArrayRef shape, const std::string& site,
+                                                     const std::vector<std::string>& logical) {
   const auto& layout = model_.layout();
   PartitionSpec spec = layout.rules.resolve(logical, site);
-  std::vector<int64_t> local = shape.vec(), global(local.size()), offset(local.size());
-  int64_t seq_dim = -1;  // the dim holding this rank's head-tail chunks, if any
-  for (size_t d = 0; d < local.size(); ++d) {
+  DropoutBlock b{shape.vec(), std::vector<int64_t>(shape.size()), std::vector<int64_t>(shape.size())};
+  for (size_t d = 0; d < b.local.size(); ++d) {
     const auto& axes = spec.axes_of(d);
     // The rank's block of this dim; along the batch, its rows are microbatch_.count slices of
     // which x holds one.
     const bool batch = d < logical.size() && logical[d] == "batch";
-    const int64_t block = batch ? local[d] * microbatch_.count : local[d];
-    global[d] = block * layout.mesh.axes_size(axes);
-    offset[d] = layout.mesh.index_along(model_.comm().rank(), axes) * block;
-    if (batch) offset[d] += microbatch_.index * local[d];
-    if (context_parallel() && !axes.empty() && axes == layout.context_axes) seq_dim = static_cast<int64_t>(d);
+    const int64_t block = batch ? b.local[d] * microbatch_.count : b.local[d];
+    b.global[d] = block * layout.mesh.axes_size(axes);
+    b.offset[d] = layout.mesh.index_along(model_.comm().rank(), axes) * block;
+    if (batch) b.offset[d] += microbatch_.index * b.local[d];
+    if (context_parallel() && !axes.empty() && axes == layout.context_axes) b.seq_dim = static_cast<int64_t>(d);
   }
-  const uint64_t stream = stream_id(fmt::format("{}@step{}", site, step_));
-  const double p = layout.model.dropout;
+  b.stream = stream_id(fmt::format("{}@step{}", site, step_));
+  return b;
+}
+
+kernels::DropoutDraws ParallelOps::dropout_draws(at::IntArrayRef shape, const std::string& site,
+                                                 const std::vector<std::string>& logical) {
+  const DropoutBlock b = dropout_block(shape, site, logical);
+  SPMD_ASSERT(b.seq_dim < 0, "dropout draws for {} along the context-parallel chunks", site);
+  return spmd::dropout_draws(b.local, b.global, b.offset, seed_, b.stream, model_.layout().model.dropout);
+}
+
+at::Tensor ParallelOps::dropout_multipliers(at::IntArrayRef shape, c10::Device device, const std::string& site,
+                                            const std::vector<std::string>& logical) {
+  const DropoutBlock b = dropout_block(shape, site, logical);
+  const double p = model_.layout().model.dropout;
   // Drawn where x lives: the hand-vectorized loop on the CPU, one kernel on a GPU (no host work,
   // no copy); both give the same bits.
   auto draw = [&](const std::vector<int64_t>& block_local, const std::vector<int64_t>& block_offset) {
-    return dropout_mask_block_on(device, block_local, global, block_offset, seed_, stream, p);
+    return dropout_mask_block_on(device, block_local, b.global, block_offset, seed_, b.stream, p);
   };
-  if (seq_dim < 0) return draw(local, offset);
+  if (b.seq_dim < 0) return draw(b.local, b.offset);
   // Two blocks along the sequence: the rank's chunks at their global positions.
-  const size_t sd = static_cast<size_t>(seq_dim);
+  const size_t sd = static_cast<size_t>(b.seq_dim);
   std::vector<at::Tensor> chunks;
-  for (int64_t start : context_split().chunk_starts(global[sd])) {
-    std::vector<int64_t> chunk_local = local, chunk_offset = offset;
-    chunk_local[sd] = local[sd] / 2;
+  for (int64_t start : context_split().chunk_starts(b.global[sd])) {
+    std::vector<int64_t> chunk_local = b.local, chunk_offset = b.offset;
+    chunk_local[sd] = b.local[sd] / 2;
     chunk_offset[sd] = start;
     chunks.push_back(draw(chunk_local, chunk_offset));
   }
-  return at::cat(chunks, seq_dim);
+  return at::cat(chunks, b.seq_dim);
 }
 
 at::Tensor ParallelOps::constrain(const at::Tensor& x, const std::vector<std::string>& logical) {

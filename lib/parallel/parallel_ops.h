@@ -80,6 +80,17 @@ class ParallelOps : public ModelOps {
   // one pass; under context parallelism the dim on the context axes holds two chunks.
   at::Tensor dropout_multipliers(at::IntArrayRef shape, c10::Device device, const std::string& site,
                                  const std::vector<std::string>& logical);
+  // The same block as its draws, for a kernel that draws them itself; no dim on the context axes.
+  kernels::DropoutDraws dropout_draws(at::IntArrayRef shape, const std::string& site,
+                                      const std::vector<std::string>& logical);
+  // Where this rank's block of `shape` sits in the global array (the batch's rows: this
+  // microbatch's slice), and which dim, if any, holds the context-parallel head-tail chunks.
+  struct DropoutBlock {
+    std::vector<int64_t> local, global, offset;
+    int64_t seq_dim = -1;
+    uint64_t stream = 0;
+  };
+  DropoutBlock dropout_block(at::IntArrayRef shape, const std::string& site, const std::vector<std::string>& logical);
   at::Tensor local_logits(const at::Tensor& x2, const std::string& table);  // (rows, C) -> (rows, V_local)
   // The head's input: this rank's positions (B * T_local, C) (the whole sequence's under
   // sequence parallelism), their targets (B * T_local,), and where `table`'s shard sits.

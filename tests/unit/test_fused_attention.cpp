@@ -114,3 +114,35 @@ TEST_CASE("fused attention: with a dropout mask, the same bits whatever the heap
     CHECK(at::equal(g, g0));
   }
 }
+
+TEST_CASE("fused attention: dropout given as its draws has the bits of the materialized mask") {
+  // A rank's block of a global (B, H, T, T) mask at an offset (data-parallel rows, tensor-parallel
+  // heads), float32 and bf16 qkv, with and without packed documents: the kernel that draws each
+  // head's multipliers itself gives exactly the values and gradients of the one handed the mask.
+  const int64_t B = 2, T = 37, H = 3, D = 16;
+  const DropoutDraws draws({B, H, T, T}, {6, 9, T, T}, {4, 3, 0, 0}, 0x9e3779b97f4a7c15ull, 0.3);
+  const at::Tensor mask = draws.materialize(at::kCPU);
+  CHECK(mask.eq(0).any().item<bool>());
+  at::Tensor starts = at::zeros({B, T}, at::kLong);
+  starts.narrow(1, 20, T - 20).fill_(20);  // row 0: a second document from position 20
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (const bool documents : {false, true}) {
+      CAPTURE(dtype);
+      CAPTURE(documents);
+      at::manual_seed(11);
+      const at::Tensor qkv = at::randn({B, T, 3, H, D}).to(dtype).requires_grad_(true);
+      const at::Tensor grad_out = at::randn({B, T, H, D}).to(dtype);
+      const at::Tensor doc = documents ? starts : at::Tensor();
+      const at::Tensor y_mask = fused_causal_attention(qkv, mask, doc);
+      const at::Tensor g_mask = torch::autograd::grad({y_mask}, {qkv}, {grad_out})[0];
+      const at::Tensor y_draws = fused_causal_attention(qkv, draws, doc);
+      const at::Tensor g_draws = torch::autograd::grad({y_draws}, {qkv}, {grad_out})[0];
+      CHECK(at::equal(y_draws, y_mask));
+      CHECK(at::equal(g_draws, g_mask));
+      CHECK_FALSE(at::equal(y_draws, fused_causal_attention(qkv, at::Tensor(), doc)));  // dropout did act
+    }
+  }
+  const at::Tensor qkv = at::randn({B, T + 1, 3, H, D});
+  CHECK_THROWS_WITH_AS(fused_causal_attention(qkv, draws), doctest::Contains("dropout draws for a block"),
+                       std::exception);
+}

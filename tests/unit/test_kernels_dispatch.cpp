@@ -192,6 +192,19 @@ TEST_CASE("kernels::causal_attention: fused float32 and generic float64, with an
   CHECK_FALSE(kernels::cpu::fused_attention_supports(qkv, mask.to(at::kDouble)));
 }
 
+TEST_CASE("kernels::causal_attention: dropout as its draws takes each path with the materialized mask's bits") {
+  // float32 on the CPU: the fused kernel drawing the mask itself; float64: the generic path, handed
+  // the mask materialized on qkv's device; bf16 operands from float32 qkv: the fused kernel on bf16.
+  const kernels::DropoutDraws draws({2, 2, 9, 9}, {2, 4, 9, 9}, {0, 2, 0, 0}, 77, 0.25);
+  const at::Tensor mask = draws.materialize(at::kCPU);
+  const at::Tensor qkv = at::randn({2, 9, 3, 2, 8});
+  CHECK(at::equal(kernels::causal_attention(qkv, draws, at::kFloat), kernels::causal_attention(qkv, mask)));
+  const at::Tensor wide = qkv.to(at::kDouble);
+  CHECK(at::equal(kernels::causal_attention(wide, draws, at::kDouble), kernels::causal_attention(wide, mask, at::kDouble)));
+  CHECK(at::equal(kernels::causal_attention(qkv, draws, at::kBFloat16), kernels::causal_attention(qkv, mask, at::kBFloat16)));
+  CHECK(at::equal(kernels::causal_attention(qkv, kernels::DropoutDraws(), at::kFloat), kernels::causal_attention(qkv)));
+}
+
 TEST_CASE("kernels::causal_attention: bfloat16 operands (model.matmul_dtype) within bf16 tolerance, bf16 out") {
   at::manual_seed(5);
   const int64_t B = 2, T = 33, H = 2, D = 16;

@@ -6,12 +6,14 @@
 //
 // Forward, per head (Q, K, V: (T, D) with row stride 3*H*D inside qkv):
 //   P = causal_softmax(Q K^T * scale)        saved, (T, T), zero above the diagonal
-//   Pd = P * M (dropout, when a mask is given)
+//   Pd = P * M (dropout, when a mask or its draws are given)
 //   Y = Pd V
 // Backward, from dY:
 //   dPd = dY V^T;  dV = Pd^T dY;  dP = dPd * M
 //   dS = P * (dP - rowsum(dP * P)) * scale
 //   dQ = dS K;     dK = dS^T Q
+// Dropout given as draws (kernels/dropout_draws.h): each task draws its head's M, the visible keys
+// only, in forward and again in backward, so nothing (B, H, T, T) but P outlives the forward.
 // Rows are processed in blocks of kRowBlock; block [i0, i1) only needs keys [0, i1), so about half
 // of the T x T products are never computed. Packed documents (document starts given): row i sees
 // keys [start_i, i] only; starts never decrease along a row, so block [i0, i1) needs keys
@@ -29,6 +31,7 @@
 
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/cpu/row_reductions.h"
+#include "kernels/dropout_draws.h"
 #include "util/error.h"
 
 // Lets GCC if-convert, so the row loops vectorize (see vector_math.h). Reductions need looser
@@ -106,6 +109,25 @@ void apply_mask(int64_t T, const float* p, const float* mask, float* dst) {
     for (int64_t j = i + 1; j < T; ++j) dst[i * T + j] = 0.f;
   }
 }
+
+// A head's (T x T) dropout multipliers: a slice of the given mask, drawn into the task's buffer,
+// or none. Drawn: row i's visible keys start_i..i, zero before (read only as multipliers of P's
+// zeros); nothing above the diagonal is read.
+struct HeadMask {
+  const float* mask = nullptr;          // (B * H, T, T), given
+  const DropoutDraws* draws = nullptr;  // or drawn
+  bool any() const { return mask || draws; }
+  const float* of(int64_t bh, int64_t T, RowStarts st, float* buffer) const {
+    if (mask) return mask + bh * T * T;
+    if (!draws) return nullptr;
+    for (int64_t i = 0; i < T; ++i) {
+      const int64_t first = st.of(i);
+      std::fill(buffer + i * T, buffer + i * T + first, 0.f);
+      draws->fill_row(buffer + i * T + first, (bh * T + i) * T + first, i + 1 - first);
+    }
+    return buffer;
+  }
+};
 
 // P (T x T) of one head from Q, K (row stride ld); zero outside each row's keys start_i..i.
 void causal_softmax_probs(const Shape& s, const float* q, const float* k, int64_t ld, float scale, float* p,
@@ -202,12 +224,12 @@ struct TaskRows {
 
 // Every (row, head): P saved into probs, Y = (P * M) V into y.
 template <typename scalar_t>
-void attention_forward(const Shape& s, const scalar_t* qkv_p, const float* mask_p, const int64_t* starts_p,
-                       float* probs_p, scalar_t* y_p) {
+void attention_forward(const Shape& s, const scalar_t* qkv_p, HeadMask mask, const int64_t* starts_p, float* probs_p,
+                       scalar_t* y_p) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
   const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
-    const at::Tensor dropped = scratch(mask_p ? T : 0);
+    const at::Tensor dropped = scratch(mask.any() ? T : 0), drawn = scratch(mask.draws ? T : 0);
     const TaskRows rows(kStaged<scalar_t>, 4, s);  // q, k, v, y
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
@@ -218,8 +240,8 @@ void attention_forward(const Shape& s, const scalar_t* qkv_p, const float* mask_
       const RowStarts st{starts_p ? starts_p + b * T : nullptr};
       causal_softmax_probs(s, q.p, k.p, q.ld, scale, p, st);
       const float* pd = p;
-      if (mask_p) {
-        apply_mask(T, p, mask_p + bh * T * T, dropped.data_ptr<float>());
+      if (const float* m = mask.of(bh, T, st, drawn.data_ptr<float>())) {
+        apply_mask(T, p, m, dropped.data_ptr<float>());
         pd = dropped.data_ptr<float>();
       }
       const HeadOut<scalar_t> y{y_p + b * T * s.ld_y() + h * s.D, s.ld_y(), rows.slot(3)};
@@ -231,12 +253,12 @@ void attention_forward(const Shape& s, const scalar_t* qkv_p, const float* mask_
 
 // Every (row, head): dQ, dK, dV into grad_qkv from dY and the saved P.
 template <typename scalar_t>
-void attention_backward(const Shape& s, const scalar_t* qkv_p, const float* probs_p, const float* mask_p,
+void attention_backward(const Shape& s, const scalar_t* qkv_p, const float* probs_p, HeadMask mask,
                         const int64_t* starts_p, const scalar_t* gy_p, scalar_t* gqkv_p) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
   const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
-    const at::Tensor dp_rows = scratch(T), dropped = scratch(mask_p ? T : 0);
+    const at::Tensor dp_rows = scratch(T), dropped = scratch(mask.any() ? T : 0), drawn = scratch(mask.draws ? T : 0);
     float* dp = dp_rows.data_ptr<float>();
     const TaskRows rows(kStaged<scalar_t>, 7, s);  // q, k, v, dY in; dQ, dK, dV out
     for (int64_t bh = begin; bh < end; ++bh) {
@@ -249,8 +271,8 @@ void attention_backward(const Shape& s, const scalar_t* qkv_p, const float* prob
       const HeadOut<scalar_t> dq{gqkv_p + offset, ld, rows.slot(4)}, dk{gqkv_p + offset + HD, ld, rows.slot(5)},
           dv{gqkv_p + offset + 2 * HD, ld, rows.slot(6)};
       const float* p = probs_p + bh * T * T;
-      const float* m = mask_p ? mask_p + bh * T * T : nullptr;
       const RowStarts st{starts_p ? starts_p + b * T : nullptr};
+      const float* m = mask.of(bh, T, st, drawn.data_ptr<float>());
       const float* pd = p;
       if (m) {
         apply_mask(T, p, m, dropped.data_ptr<float>());
@@ -275,25 +297,27 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
-  // The mask is passed by pointer: it needs no gradient and may be absent.
+  // The mask and its draws are passed by pointer: they need no gradient and may be absent.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv_in, const at::Tensor* mask_in,
-                            const at::Tensor* starts_in) {
+                            const DropoutDraws* draws, const at::Tensor* starts_in) {
     const at::Tensor qkv = qkv_in.contiguous();
     const at::Tensor mask = mask_in->defined() ? mask_in->contiguous() : at::Tensor();
     const at::Tensor starts = starts_in->defined() ? starts_in->contiguous() : at::Tensor();  // (B, T)
     const int64_t* starts_p = starts.defined() ? starts.const_data_ptr<int64_t>() : nullptr;
-    const float* mask_p = mask.defined() ? mask.const_data_ptr<float>() : nullptr;
+    const HeadMask head_mask{mask.defined() ? mask.const_data_ptr<float>() : nullptr,
+                             draws->defined() ? draws : nullptr};
     const Shape s = shape_of(qkv);
     at::Tensor probs = at::empty({s.B, s.H, s.T, s.T}, qkv.options().dtype(at::kFloat));  // (B, H, T, T)
     at::Tensor y = at::empty({s.B, s.T, s.H, s.D}, qkv.options());                        // (B, T, H, D)
     if (qkv.scalar_type() == at::kBFloat16)
-      attention_forward(s, qkv.const_data_ptr<c10::BFloat16>(), mask_p, starts_p, probs.data_ptr<float>(),
+      attention_forward(s, qkv.const_data_ptr<c10::BFloat16>(), head_mask, starts_p, probs.data_ptr<float>(),
                         y.data_ptr<c10::BFloat16>());
     else
-      attention_forward(s, qkv.const_data_ptr<float>(), mask_p, starts_p, probs.data_ptr<float>(), y.data_ptr<float>());
+      attention_forward(s, qkv.const_data_ptr<float>(), head_mask, starts_p, probs.data_ptr<float>(),
+                        y.data_ptr<float>());
     ctx->save_for_backward({qkv, probs});
-    ctx->saved_data["has_mask"] = mask.defined();
     if (mask.defined()) ctx->saved_data["mask"] = mask;
+    if (draws->defined()) ctx->saved_data["draws"] = draws->to_ints();  // drawn again, not kept
     if (starts.defined()) ctx->saved_data["starts"] = starts;
     return y;
   }
@@ -303,19 +327,22 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     const at::Tensor& qkv = saved[0];
     const at::Tensor& probs = saved[1];
     const at::Tensor grad_y = grads[0].to(qkv.scalar_type()).contiguous();  // (B, T, H, D)
-    const at::Tensor mask = ctx->saved_data["has_mask"].toBool() ? ctx->saved_data["mask"].toTensor() : at::Tensor();
-    const float* mask_p = mask.defined() ? mask.const_data_ptr<float>() : nullptr;
+    const at::Tensor mask = ctx->saved_data.count("mask") ? ctx->saved_data["mask"].toTensor() : at::Tensor();
+    const DropoutDraws draws =
+        ctx->saved_data.count("draws") ? DropoutDraws::from_ints(ctx->saved_data["draws"].toIntVector()) : DropoutDraws();
+    const HeadMask head_mask{mask.defined() ? mask.const_data_ptr<float>() : nullptr,
+                             draws.defined() ? &draws : nullptr};
     const at::Tensor starts = ctx->saved_data.count("starts") ? ctx->saved_data["starts"].toTensor() : at::Tensor();
     const int64_t* starts_p = starts.defined() ? starts.const_data_ptr<int64_t>() : nullptr;
     const Shape s = shape_of(qkv);
     at::Tensor grad_qkv = at::empty_like(qkv);  // every element written
     if (qkv.scalar_type() == at::kBFloat16)
-      attention_backward(s, qkv.const_data_ptr<c10::BFloat16>(), probs.const_data_ptr<float>(), mask_p, starts_p,
+      attention_backward(s, qkv.const_data_ptr<c10::BFloat16>(), probs.const_data_ptr<float>(), head_mask, starts_p,
                          grad_y.const_data_ptr<c10::BFloat16>(), grad_qkv.data_ptr<c10::BFloat16>());
     else
-      attention_backward(s, qkv.const_data_ptr<float>(), probs.const_data_ptr<float>(), mask_p, starts_p,
+      attention_backward(s, qkv.const_data_ptr<float>(), probs.const_data_ptr<float>(), head_mask, starts_p,
                          grad_y.const_data_ptr<float>(), grad_qkv.data_ptr<float>());
-    return {grad_qkv, at::Tensor(), at::Tensor()};
+    return {grad_qkv, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -343,7 +370,18 @@ at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropo
               "(B, T) on CPU, got {}, {} and {}",
               qkv.sizes().vec(), dropout_mask.defined() ? dropout_mask.sizes().vec() : std::vector<int64_t>{},
               document_starts.defined() ? document_starts.sizes().vec() : std::vector<int64_t>{});
-  return FusedCausalAttention::apply(qkv, &dropout_mask, &document_starts);
+  const DropoutDraws none;
+  return FusedCausalAttention::apply(qkv, &dropout_mask, &none, &document_starts);
+}
+
+at::Tensor fused_causal_attention(const at::Tensor& qkv, const DropoutDraws& dropout, const at::Tensor& document_starts) {
+  SPMD_ASSERT(fused_attention_supports(qkv, at::Tensor(), document_starts), "fused_causal_attention: qkv {} starts {}",
+              qkv.sizes().vec(), document_starts.defined() ? document_starts.sizes().vec() : std::vector<int64_t>{});
+  const std::vector<int64_t> probs_shape{qkv.size(0), qkv.size(3), qkv.size(1), qkv.size(1)};  // (B, H, T, T)
+  SPMD_ASSERT(!dropout.defined() || dropout.shape == probs_shape,
+              "fused_causal_attention: dropout draws for a block {} with qkv {}", dropout.shape, qkv.sizes().vec());
+  const at::Tensor no_mask;
+  return FusedCausalAttention::apply(qkv, &no_mask, &dropout, &document_starts);
 }
 
 }  // namespace spmd::kernels::cpu

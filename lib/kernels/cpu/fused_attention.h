@@ -1,10 +1,13 @@
 // Fused causal self-attention on CPU: one autograd node for softmax(Q K^T / sqrt(D) + causal) V over
 // every (row, head), computed head by head in parallel with the causal mask applied by index (no
 // mask tensor, no score copies, the upper triangle's products skipped). Saves only qkv and the
-// probabilities for backward. The unfused libtorch computation is its reference (test_fused_attention).
+// probabilities for backward (and a dropout mask given as a tensor; one given as its draws is
+// drawn again). The unfused libtorch computation is its reference (test_fused_attention).
 // Callers outside lib/kernels use kernels::causal_attention (kernels/kernels.h), which picks it.
 #pragma once
 #include <ATen/ATen.h>
+
+#include "kernels/dropout_draws.h"
 
 namespace spmd::kernels::cpu {
 
@@ -22,6 +25,12 @@ bool fused_attention_supports(const at::Tensor& qkv, const at::Tensor& dropout_m
 // query i then sees keys document_starts[b, i] .. i only, and the products before a block's first
 // start are skipped too.
 at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mask = at::Tensor(),
+                                  const at::Tensor& document_starts = at::Tensor());
+
+// The same with dropout as its draws (undefined: none), a (B, H, T, T) block: each head's
+// multipliers drawn where they are applied, in forward and again in backward, the bits of
+// dropout.materialize() passed as dropout_mask above, and no mask kept between the passes.
+at::Tensor fused_causal_attention(const at::Tensor& qkv, const DropoutDraws& dropout,
                                   const at::Tensor& document_starts = at::Tensor());
 
 }  // namespace spmd::kernels::cpu
