@@ -8,7 +8,8 @@
 // c devices every activation holds T / c positions (B, T below stand for the device's tokens),
 // attention's probabilities are (B, H', T/c, T) and it keeps the gathered keys and values (B, T,
 // 2C') and, with dropout, the dropped probabilities beside the mask (selective recomputation
-// replays all three, the mask included):
+// replays all three, the mask included). Dropout masks are kept only where they are tensors, on a
+// GPU and under context parallelism; on a CPU the fused kernels draw them again in backward:
 //   embeddings   the stream (B, T', C); with a tensor-parallel vocab dim (any size) the masked ids
 //                (int64) and the mask (float) of (B, T); dropout's mask (B, T', C)
 //   layer norm   its input (kept anyway as the stream), mean and rstd (B, T'); RMSNorm (llama) rstd
@@ -31,8 +32,8 @@
 //                it keeps the gradient of its input (B*T, C) fp32 and of the table (V', C) fp32
 //                (the FSDP shard's), nothing of the logits; ln_f's mean and rstd
 // runtime.remat full keeps only each block's input (its output is the next block's input);
-// selective drops the probabilities (qkv is kept as the recomputation's input), but the
-// attention dropout mask stays with the recomputation; the GELU is not recomputed. The loss's
+// selective drops the probabilities (qkv is kept as the recomputation's input) and the attention
+// dropout mask (drawn in the replay); the GELU is not recomputed. The loss's
 // chunk of logits is a working set at the forward's end, when every activation is held, as at
 // the first backward's start: the working set is the wider of it and the widest backward op's.
 #include "inspect/memory_estimate.h"
