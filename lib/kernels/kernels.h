@@ -100,7 +100,8 @@ void block_attention_backward(const AttentionBlock& block, const BlockGradients&
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor());
 
 // x times the draws' multipliers (0 or 1/(1-p); undefined draws: x itself), a block of x's shape.
-// float32 on the CPU: one pass, the multipliers drawn again in backward, nothing kept; elsewhere
+// float32 or bf16 x on the CPU: one pass, the multipliers drawn again in backward, nothing kept
+// (float32 out, as bf16 x * float32 mask promotes); elsewhere
 // x * draws.materialize(x.device()), which autograd keeps. The same bits either way.
 at::Tensor dropout(const at::Tensor& x, const DropoutDraws& draws);
 

@@ -68,6 +68,8 @@ TEST_CASE("memory estimate: one process with remat none, full and selective, dro
   // keeps no probabilities).
   check_estimate(run, "single-none-bf16", {"--set", "model.matmul_dtype=bfloat16"});
   check_estimate(run, "single-selective-bf16", {"--set", "model.matmul_dtype=bfloat16", "--set", "runtime.remat=selective"});
+  check_estimate(run, "single-none-bf16-dropout", {"--set", "model.matmul_dtype=bfloat16", "--set", "model.dropout=0.1"});
+  CHECK(held("single-none-bf16-dropout") == held("single-none-bf16"));
 }
 
 TEST_CASE("memory estimate: [2,2] data x tensor parallel, fp32 and bf16 matmuls") {

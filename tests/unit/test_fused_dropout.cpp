@@ -14,7 +14,7 @@
 
 using namespace spmd::kernels;
 
-TEST_CASE("fused dropout: values and gradient of x times the materialized mask, bit for bit, on 1 and 2 threads") {
+TEST_CASE("fused dropout: values and gradient of x times the materialized mask, bit for bit, on 1 and 2 threads, float32 and bf16") {
   const DropoutDraws draws({3, 7, 50}, {6, 7, 100}, {3, 0, 50}, 0x1234abcdull, 0.2);
   const at::Tensor mask = draws.materialize(at::kCPU);
   CHECK(mask.eq(0).any().item<bool>());
@@ -33,6 +33,15 @@ TEST_CASE("fused dropout: values and gradient of x times the materialized mask, 
     CHECK(at::equal(torch::autograd::grad({y}, {x}, {g})[0], gx_ref));
   }
   at::set_num_threads(threads);
+  // bf16 x: float32 out and a bf16 gradient, as libtorch's promotion and autograd give them.
+  const at::Tensor xb = at::randn({3, 7, 50}).to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor yb_ref = xb * mask;
+  const at::Tensor yb = cpu::fused_dropout(xb, draws);
+  CHECK((yb.scalar_type() == at::kFloat));
+  CHECK(at::equal(yb, yb_ref));
+  const at::Tensor gb = torch::autograd::grad({yb}, {xb}, {g})[0];
+  CHECK((gb.scalar_type() == at::kBFloat16));
+  CHECK(at::equal(gb, torch::autograd::grad({yb_ref}, {xb}, {g})[0]));
   // A non-contiguous x: the same values.
   const at::Tensor xt = at::randn({3, 50, 7}).transpose(1, 2);
   CHECK(at::equal(cpu::fused_dropout(xt, draws), xt * mask));

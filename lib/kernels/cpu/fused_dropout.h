@@ -9,10 +9,11 @@
 
 namespace spmd::kernels::cpu {
 
-// Whether fused_dropout takes x (float32 on CPU) with `draws` (a block of x's shape).
+// Whether fused_dropout takes x (float32 or bf16 on CPU) with `draws` (a block of x's shape).
 bool fused_dropout_supports(const at::Tensor& x, const DropoutDraws& draws);
 
-// x * M for M the draws' multipliers (0 or 1/(1-p)), autograd-aware.
+// x * M for M the draws' multipliers (0 or 1/(1-p)), autograd-aware; float32 out (a bf16 x
+// promotes, as x * mask does), the gradient in x's dtype.
 at::Tensor fused_dropout(const at::Tensor& x, const DropoutDraws& draws);
 
 }  // namespace spmd::kernels::cpu
