@@ -60,7 +60,11 @@ counter_hash::BlockIndex block_index(const std::vector<int64_t>& local_shape, co
 
 DropoutDraws::DropoutDraws(std::vector<int64_t> local_shape, const std::vector<int64_t>& global_shape,
                            const std::vector<int64_t>& offset, uint64_t key_in, double p_in)
-    : shape(std::move(local_shape)), block(block_index(shape, global_shape, offset)), key(key_in), p(p_in), present(true) {
+    : shape(std::move(local_shape)),
+      block(block_index(shape, global_shape, offset)),
+      key(key_in),
+      p(p_in),
+      present(true) {
   SPMD_ASSERT(p >= 0 && p < 1, "dropout draws need 0 <= p < 1, got {}", p);
 }
 

@@ -328,8 +328,8 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     const at::Tensor& probs = saved[1];
     const at::Tensor grad_y = grads[0].to(qkv.scalar_type()).contiguous();  // (B, T, H, D)
     const at::Tensor mask = ctx->saved_data.count("mask") ? ctx->saved_data["mask"].toTensor() : at::Tensor();
-    const DropoutDraws draws =
-        ctx->saved_data.count("draws") ? DropoutDraws::from_ints(ctx->saved_data["draws"].toIntVector()) : DropoutDraws();
+    const bool drawn = ctx->saved_data.count("draws") > 0;
+    const DropoutDraws draws = drawn ? DropoutDraws::from_ints(ctx->saved_data["draws"].toIntVector()) : DropoutDraws();
     const HeadMask head_mask{mask.defined() ? mask.const_data_ptr<float>() : nullptr,
                              draws.defined() ? &draws : nullptr};
     const at::Tensor starts = ctx->saved_data.count("starts") ? ctx->saved_data["starts"].toTensor() : at::Tensor();
@@ -374,7 +374,8 @@ at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropo
   return FusedCausalAttention::apply(qkv, &dropout_mask, &none, &document_starts);
 }
 
-at::Tensor fused_causal_attention(const at::Tensor& qkv, const DropoutDraws& dropout, const at::Tensor& document_starts) {
+at::Tensor fused_causal_attention(const at::Tensor& qkv, const DropoutDraws& dropout,
+                                  const at::Tensor& document_starts) {
   SPMD_ASSERT(fused_attention_supports(qkv, at::Tensor(), document_starts), "fused_causal_attention: qkv {} starts {}",
               qkv.sizes().vec(), document_starts.defined() ? document_starts.sizes().vec() : std::vector<int64_t>{});
   const std::vector<int64_t> probs_shape{qkv.size(0), qkv.size(3), qkv.size(1), qkv.size(1)};  // (B, H, T, T)

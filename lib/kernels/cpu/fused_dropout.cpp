@@ -64,7 +64,8 @@ bool fused_dropout_supports(const at::Tensor& x, const DropoutDraws& draws) {
 }
 
 at::Tensor fused_dropout(const at::Tensor& x, const DropoutDraws& draws) {
-  SPMD_ASSERT(fused_dropout_supports(x, draws), "fused_dropout: needs float32 or bf16 x on CPU and draws of its shape, got {} {} and {}",
+  SPMD_ASSERT(fused_dropout_supports(x, draws),
+              "fused_dropout: needs float32 or bf16 x on CPU and draws of its shape, got {} {} and {}",
               c10::toString(x.scalar_type()), x.sizes().vec(), draws.shape);
   return FusedDropout::apply(x, &draws);
 }
