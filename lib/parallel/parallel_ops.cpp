@@ -229,7 +229,7 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
   kernels::DropoutDraws dropout;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0) {
     const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(3);
-    dropout = dropout_draws({B, H, T, T}, dropout_site, kProbs);
+    dropout = dropout_draws(dropout_block({B, H, T, T}, dropout_site, kProbs));
   }
   // Selective recomputation (Megatron's): the attention core, whose probabilities are (T, T) per head.
   const at::ScalarType operands = matmul_dtype();  // bf16 matmuls: bf16 attention too
@@ -256,7 +256,7 @@ at::Tensor ParallelOps::context_attention(const at::Tensor& qkv_in, const std::s
   const int64_t B = qkv.size(0), T_local = qkv.size(1), H = qkv.size(3), T = T_local * split.size;
   at::Tensor mask;
   if (!dropout_site.empty() && model_.layout().model.dropout > 0)
-    mask = dropout_multipliers({B, H, T_local, T}, qkv.device(), dropout_site, kProbs);
+    mask = dropout_multipliers(dropout_block({B, H, T_local, T}, dropout_site, kProbs), qkv.device());
   // The document starts of this rank's queries, in its head-tail order (global positions).
   const at::Tensor q_starts =
       document_starts.defined() ? take_context_chunks(document_starts, 1, split) : at::Tensor();  // (B, T_local)
@@ -280,10 +280,10 @@ at::Tensor ParallelOps::swiglu(const at::Tensor& gate, const at::Tensor& up) { r
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
   if (model_.layout().model.dropout <= 0) return x;
+  const DropoutBlock block = dropout_block(x.sizes(), site, logical);
   // Under context parallelism the rank's rows are two chunks: their multipliers, materialized.
-  if (dropout_block(x.sizes(), site, logical).seq_dim >= 0)
-    return x * dropout_multipliers(x.sizes(), x.device(), site, logical);
-  return kernels::dropout(x, dropout_draws(x.sizes(), site, logical));
+  if (block.seq_dim >= 0) return x * dropout_multipliers(block, x.device());
+  return kernels::dropout(x, dropout_draws(block));
 }
 
 ParallelOps::DropoutBlock ParallelOps::dropout_block(at::IntArrayRef shape, const std::string& site,
@@ -306,16 +306,12 @@ ParallelOps::DropoutBlock ParallelOps::dropout_block(at::IntArrayRef shape, cons
   return b;
 }
 
-kernels::DropoutDraws ParallelOps::dropout_draws(at::IntArrayRef shape, const std::string& site,
-                                                 const std::vector<std::string>& logical) {
-  const DropoutBlock b = dropout_block(shape, site, logical);
-  SPMD_ASSERT(b.seq_dim < 0, "dropout draws for {} along the context-parallel chunks", site);
+kernels::DropoutDraws ParallelOps::dropout_draws(const DropoutBlock& b) {
+  SPMD_ASSERT(b.seq_dim < 0, "dropout draws for a block {} along the context-parallel chunks", b.local);
   return spmd::dropout_draws(b.local, b.global, b.offset, seed_, b.stream, model_.layout().model.dropout);
 }
 
-at::Tensor ParallelOps::dropout_multipliers(at::IntArrayRef shape, c10::Device device, const std::string& site,
-                                            const std::vector<std::string>& logical) {
-  const DropoutBlock b = dropout_block(shape, site, logical);
+at::Tensor ParallelOps::dropout_multipliers(const DropoutBlock& b, c10::Device device) {
   const double p = model_.layout().model.dropout;
   // Drawn where x lives: the hand-vectorized loop on the CPU, one kernel on a GPU (no host work,
   // no copy); both give the same bits.

@@ -76,13 +76,6 @@ class ParallelOps : public ModelOps {
   // around the ring (runtime.context_exchange). document_starts: the whole sequence's, or undefined.
   at::Tensor context_attention(const at::Tensor& qkv, const std::string& dropout_site,
                                const at::Tensor& document_starts);
-  // dropout()'s multipliers (0 or 1/(1-p)) for this rank's block of `shape` on `device`, drawn in
-  // one pass; under context parallelism the dim on the context axes holds two chunks.
-  at::Tensor dropout_multipliers(at::IntArrayRef shape, c10::Device device, const std::string& site,
-                                 const std::vector<std::string>& logical);
-  // The same block as its draws, for a kernel that draws them itself; no dim on the context axes.
-  kernels::DropoutDraws dropout_draws(at::IntArrayRef shape, const std::string& site,
-                                      const std::vector<std::string>& logical);
   // Where this rank's block of `shape` sits in the global array (the batch's rows: this
   // microbatch's slice), and which dim, if any, holds the context-parallel head-tail chunks.
   struct DropoutBlock {
@@ -91,6 +84,11 @@ class ParallelOps : public ModelOps {
     uint64_t stream = 0;
   };
   DropoutBlock dropout_block(at::IntArrayRef shape, const std::string& site, const std::vector<std::string>& logical);
+  // dropout()'s multipliers (0 or 1/(1-p)) for the block on `device`, drawn in one pass; under
+  // context parallelism the dim on the context axes holds two chunks.
+  at::Tensor dropout_multipliers(const DropoutBlock& block, c10::Device device);
+  // The same block as its draws, for a kernel that draws them itself; no dim on the context axes.
+  kernels::DropoutDraws dropout_draws(const DropoutBlock& block);
   at::Tensor local_logits(const at::Tensor& x2, const std::string& table);  // (rows, C) -> (rows, V_local)
   // The head's input: this rank's positions (B * T_local, C) (the whole sequence's under
   // sequence parallelism), their targets (B * T_local,), and where `table`'s shard sits.
