@@ -388,7 +388,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   // before and after the steps; the better of the two counts (a busy machine only lowers it).
   world.barrier();
   // The peak of the dtype the dense products use (model.matmul_dtype).
-  const at::ScalarType peak_dtype = spmd::kernels::matmul_operand_dtype(config.model.matmul_dtype);
+  const at::ScalarType peak_dtype = spmd::kernels::matmul_operand_dtype(config.model.matmul_dtype, device);
   double peak_gflops_rank = measure_matmul_gflops(opt.peak_size, peak_dtype, device);
 
   std::vector<spmd::StepTimings> timed;

@@ -42,6 +42,7 @@
 #include <map>
 #include <numeric>
 
+#include "kernels/cpu/cpu_features.h"
 #include "model/params.h"
 #include "parallel/head_chunks.h"
 #include "parallel/pipeline_schedule.h"
@@ -214,7 +215,12 @@ int64_t held_at_worst(const std::vector<PipelinePass>& passes, const StepHolding
   return most;
 }
 
-int64_t operand_bytes(MatmulDtype matmul_dtype) { return matmul_dtype == MatmulDtype::kBFloat16 ? 2 : kFloatBytes; }
+// The bytes of a product's operand where the products run: a bf16 model.matmul_dtype stays float32
+// on a CPU whose bf16 products are slower (as kernels::matmul_operand_dtype decides).
+int64_t operand_bytes(MatmulDtype matmul_dtype, bool gpu) {
+  const bool bf16_taken = gpu || kernels::cpu::bf16_products() == kernels::cpu::Bf16Products::kFaster;
+  return matmul_dtype == MatmulDtype::kBFloat16 && bf16_taken ? 2 : kFloatBytes;
+}
 
 // Whether the runtime all-gathers this weight (over more than one device) before using it.
 bool gathered(const ModelLayout& layout, const ParamLayout& p) {
@@ -244,21 +250,20 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   const ParamLayout& head = layout.param(head_table(m));
   d.vocab = head.gathered_shape()[0];
   d.head_table_grad = head.sharding.shard_numel() * kFloatBytes;
-  if (!gathered(layout, head) && m.matmul_dtype == MatmulDtype::kBFloat16)
-    d.head_weight_copy = head.sharding.shard_numel() * operand_bytes(m.matmul_dtype);
+  const int64_t operand = operand_bytes(m.matmul_dtype, layout.on_gpu);
+  if (!gathered(layout, head) && operand != kFloatBytes) d.head_weight_copy = head.sharding.shard_numel() * operand;
   d.vocab_masked = !layout.param("wte").tp_axes[0].empty();
   d.seq_split = layout.mesh.axes_size(layout.seq_axes);
   d.context_split = layout.cp_size();
   d.dropout = m.dropout > 0;
   d.gpu = layout.on_gpu;
-  d.sdpa_attention = m.matmul_dtype == MatmulDtype::kBFloat16 && !d.dropout && d.context_split == 1 && d.gpu;
+  d.sdpa_attention = operand != kFloatBytes && !d.dropout && d.context_split == 1 && d.gpu;
   d.ring_attention = d.context_split > 1 && layout.context_exchange == ContextExchange::kRing;
   // A dense layer keeps its input in the operand dtype (the layers that read one norm output share
   // it), and a bf16 copy of its weight shard, except an FSDP layer, which gathers (and casts) the
   // weight again in backward. A column-parallel layer takes its input through fp32 collectives:
   // with bf16 operands it casts (and keeps) its own copy, and under sequence parallelism each keeps
   // its own gathered sequence.
-  const int64_t operand = operand_bytes(m.matmul_dtype);
   d.operand = operand;
   auto keep = [&](const std::vector<const ParamInfo*>& group, int64_t& in_bytes, int64_t& copies) {
     int64_t shared = 0, own = 0;
@@ -388,7 +393,7 @@ MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t globa
   d.head_table_grad = d.vocab * d.C * kFloatBytes;
   d.dropout = model.dropout > 0;
   d.traits = activation_traits(model);
-  const int64_t operand = operand_bytes(model.matmul_dtype);
+  const int64_t operand = operand_bytes(model.matmul_dtype, on_gpu);
   d.operand = operand;
   // One kept input per group of layers (in the operand dtype), and a copy of each weight.
   const std::vector<ParamInfo> table = param_table(model, model.vocab_size);

@@ -38,14 +38,20 @@ at::ScalarType matmul_operand_dtype(MatmulDtype dtype) {
 }
 
 at::ScalarType matmul_operand_dtype(MatmulDtype dtype, c10::Device device) {
-  if (device.is_cpu() && !cpu::has_bf16_instructions()) return at::kFloat;
+  if (device.is_cpu() && cpu::bf16_products() != cpu::Bf16Products::kFaster) return at::kFloat;
   return matmul_operand_dtype(dtype);
 }
 
 std::string matmul_dtype_note(MatmulDtype dtype, c10::Device device) {
   if (dtype != MatmulDtype::kBFloat16) return "matmuls float32";
-  if (matmul_operand_dtype(dtype, device) == at::kBFloat16)
-    return device.is_cpu() ? "matmuls bfloat16 (CPU has avx512_bf16/amx_bf16)" : "matmuls bfloat16";
+  if (!device.is_cpu()) return "matmuls bfloat16";
+  switch (cpu::bf16_products()) {
+    case cpu::Bf16Products::kFaster: return "matmuls bfloat16 (CPU has " + cpu::bf16_products_flag() + ")";
+    case cpu::Bf16Products::kSlower:
+      return "matmuls float32: model.matmul_dtype bfloat16 asked, but this Intel CPU has avx512_bf16 without "
+             "amx_bf16, where bf16 products run at about half the float32 rate";
+    case cpu::Bf16Products::kEmulated: break;
+  }
   return "matmuls float32: model.matmul_dtype bfloat16 asked, but this CPU lacks bf16 instructions (no avx512_bf16 "
          "or amx_bf16 in /proc/cpuinfo), where bf16 products would be slower than float32";
 }

@@ -16,8 +16,8 @@ namespace spmd::kernels {
 
 // The operand dtype of a model.matmul_dtype.
 at::ScalarType matmul_operand_dtype(MatmulDtype dtype);
-// The same on `device`: float32 on a CPU without bf16 instructions (AVX512_BF16 / AMX-BF16),
-// where bf16 products are emulated and slower than float32 ones.
+// The same on `device`: float32 on a CPU whose bf16 products are slower than float32 ones
+// (cpu::bf16_products: emulated without bf16 instructions, or AVX512_BF16 alone on an Intel core).
 at::ScalarType matmul_operand_dtype(MatmulDtype dtype, c10::Device device);
 // Whether a bfloat16 model.matmul_dtype runs in bf16 on `device` (else float32), and why, for
 // the runtime line.

@@ -34,6 +34,20 @@ bool has_bf16_instructions() {
   return has;
 }
 
+Bf16Products bf16_products() {
+  static const Bf16Products products = [] {
+    if (cpuinfo_has_any_flag({"amx_bf16"})) return Bf16Products::kFaster;
+    if (!has_bf16_instructions()) return Bf16Products::kEmulated;
+    return cpu_vendor() == "GenuineIntel" ? Bf16Products::kSlower : Bf16Products::kFaster;
+  }();
+  return products;
+}
+
+std::string bf16_products_flag() {
+  if (bf16_products() != Bf16Products::kFaster) return "";
+  return cpuinfo_has_any_flag({"amx_bf16"}) ? "amx_bf16" : "avx512_bf16";
+}
+
 std::string cpu_vendor() { return cpu_info_field("vendor_id", ""); }
 
 std::string cpu_model() { return cpu_info_field("model name", "unknown CPU"); }
