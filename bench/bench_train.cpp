@@ -389,6 +389,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
   world.barrier();
   // The peak of the dtype the dense products use (model.matmul_dtype).
   const at::ScalarType peak_dtype = spmd::kernels::matmul_operand_dtype(config.model.matmul_dtype, device);
+  const std::string peak_dtype_name = peak_dtype == at::kBFloat16 ? "bfloat16" : "float32";
   double peak_gflops_rank = measure_matmul_gflops(opt.peak_size, peak_dtype, device);
 
   std::vector<spmd::StepTimings> timed;
@@ -499,7 +500,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
              mid.data_ms, mid.forward_ms, mid.backward_ms, mid.optimizer_ms, mid.collective_ms);
   fmt::print("  MFU                {:.1f}%  ({:.1f} GFLOP/s achieved of {:.1f} GFLOP/s peak: {} x {}^3 {} matmul (at::mm or the kernels' BLAS), "
              "best of 5 before and after; {:.0f} model FLOPs/token = 6*{} + 12*{}*{}*{})\n",
-             100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, spmd::name_of(config.model.matmul_dtype), flops_per_token, n_params,
+             100.0 * mfu, achieved_gflops, peak_gflops, world_size, opt.peak_size, peak_dtype_name, flops_per_token, n_params,
              m.n_layer, m.block_size, m.n_embd);
   if (spec_tflops > 0)
     fmt::print("  MFU (spec)         {:.1f}%  of {} x {} dense {} peak {:.0f} TFLOP/s (spec sheet, as llm.c and torchtitan)\n",
@@ -574,6 +575,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["matmul_peak_gflops"] = peak_gflops;
     j["matmul_peak_size"] = opt.peak_size;
     j["matmul_dtype"] = spmd::name_of(config.model.matmul_dtype);
+    j["matmul_peak_dtype"] = peak_dtype_name;  // what the products ran in (a CPU may keep float32)
     j["mfu"] = mfu;
     j["device"] = device.str();
     j["device_name"] = gpu;
