@@ -4,9 +4,8 @@
 
 namespace spmd::kernels::cpu {
 
-// True when the CPU multiplies bfloat16 natively (AVX512_BF16 or AMX-BF16): oneDNN's bf16 GEMM
-// then runs at about twice the float32 rate; without them bf16 matmuls are emulated and slower
-// than float32.
+// True when the CPU multiplies bfloat16 natively (AVX512_BF16 or AMX-BF16); without them bf16
+// matmuls are emulated. Whether they are then faster than float32 is bf16_products()'s to say.
 bool has_bf16_instructions();
 
 // How bf16 products compare with float32 ones on this CPU. Faster with AMX-BF16 (tiles), or with
