@@ -80,6 +80,24 @@ TEST_CASE("fused gelu: bfloat16 storage is the float32 kernel on the widened inp
   CHECK(((grads[1].to(at::kFloat) - ref_grads[1]).abs() <= bound).all().item<bool>());
 }
 
+TEST_CASE("fused gelu: bf16 rows wider than the kernel's chunk give the float32 kernel's values rounded, bit for bit") {
+  // bf16 rows are computed a chunk of columns at a time; 1100 = two whole chunks and a tail, each
+  // row and its bias must line up across the chunk boundaries.
+  at::manual_seed(13);
+  for (const bool with_bias : {false, true}) {
+    CAPTURE(with_bias);
+    const at::Tensor x = (at::randn({9, 1100}) * 3).to(at::kBFloat16);
+    const at::Tensor bias = with_bias ? at::randn({1100}).to(at::kBFloat16) : at::Tensor();
+    const at::Tensor out = fused_bias_gelu(x, bias);
+    const at::Tensor ref = fused_bias_gelu(x.to(at::kFloat), with_bias ? bias.to(at::kFloat) : at::Tensor());
+    CHECK(at::equal(out, ref.to(at::kBFloat16)));
+    // The same rows shifted by one column land at other chunk offsets: still the same values.
+    const at::Tensor shifted = fused_bias_gelu(x.narrow(1, 1, 1099).contiguous(),
+                                               with_bias ? bias.narrow(0, 1, 1099).contiguous() : at::Tensor());
+    CHECK(at::equal(shifted, out.narrow(1, 1, 1099)));
+  }
+}
+
 TEST_CASE("vecmath: bf16 rounding is at::BFloat16's, a NaN included") {
   // Round to nearest even at ties, a carry into the exponent, infinities, and NaNs whose mantissa
   // would carry (0x7FFFFFFF rounded by the plain formula came out as -0).
