@@ -1,6 +1,7 @@
 // bench_kernels: the fused elementwise CPU kernels on one activation of a config's shape, against
 // the libtorch ops they replace and against a plain multiply (how fast this machine streams the
-// same bytes). bias + GELU forward and backward in float32 and bf16; rows x cols defaults to the
+// same bytes). bias + GELU forward and backward, and dropout drawn in place (p = 0.2) against its
+// materialized mask times x, in float32 and bf16; rows x cols defaults to the
 // 10.7M config's MLP activation (64 x 256 rows, 4 x 384 wide). The variants alternate round by
 // round, so a busy machine slows all alike; medians, GB/s and elements/s.
 #include <algorithm>
@@ -18,7 +19,9 @@
 #include <fmt/format.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/fused_dropout.h"
 #include "kernels/cpu/fused_gelu.h"
+#include "kernels/dropout_draws.h"
 #include "util/caching_cpu_allocator.h"
 
 namespace {
@@ -71,6 +74,14 @@ int main(int argc, char** argv) {
     variants.push_back({d + " gelu forward+backward (ours)", 6 * e, [xg, dy] {
                           const at::Tensor y = spmd::kernels::cpu::fused_bias_gelu(xg);
                           (void)torch::autograd::grad({y}, {xg}, {dy});
+                        }, {}});
+    const spmd::kernels::DropoutDraws draws({rows, cols}, {rows, cols}, {0, 0}, /*key=*/1234, /*p=*/0.2);
+    variants.push_back({d + " dropout (ours: drawn in place)", e + 4, [x, draws] {
+                          at::NoGradGuard no_grad;
+                          (void)spmd::kernels::cpu::fused_dropout(x, draws);
+                        }, {}});
+    variants.push_back({d + " dropout (mask materialized, x * mask)", e + 12, [x, draws] {
+                          (void)(x * draws.materialize(x.device()));
                         }, {}});
     variants.push_back({d + " x * dy (streaming reference)", 3 * e, [x, dy] { (void)(x * dy); }, {}});
   }
