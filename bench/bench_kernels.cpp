@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "timing.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fused_dropout.h"
 #include "kernels/cpu/fused_gelu.h"
@@ -26,16 +27,8 @@
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double ms_of(const std::function<void()>& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
+using spmd::bench::median;
+using spmd::bench::ms_of;
 
 struct Variant {
   std::string name;

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "timing.h"
 #include "config/config.h"
 #include "kernels/kernels.h"
 #include "model/params.h"
@@ -23,16 +24,8 @@
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double ms_of(const std::function<void()>& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
+using spmd::bench::median;
+using spmd::bench::ms_of;
 
 std::string cpu_name() {
   std::ifstream in("/proc/cpuinfo");
