@@ -4,8 +4,6 @@
 // materialized mask times x, in float32 and bf16; rows x cols defaults to the
 // 10.7M config's MLP activation (64 x 256 rows, 4 x 384 wide). The variants alternate round by
 // round, so a busy machine slows all alike; medians, GB/s and elements/s.
-#include <algorithm>
-#include <chrono>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -13,7 +11,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -56,23 +53,17 @@ int main(int argc, char** argv) {
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
     const std::string d = dtype == at::kFloat ? "fp32" : "bf16";
     const double e = dtype == at::kFloat ? 4 : 2;
-    const at::Tensor x = at::randn({rows, cols}).to(dtype).requires_grad_(false);
+    const at::Tensor x = at::randn({rows, cols}).to(dtype);
     const at::Tensor dy = at::randn({rows, cols}).to(dtype);
     const at::Tensor xg = x.clone().requires_grad_(true);
-    variants.push_back({d + " gelu forward (ours: y and gelu')", 3 * e, [x] {
-                          at::NoGradGuard no_grad;
-                          (void)spmd::kernels::cpu::fused_bias_gelu(x);
-                        }, {}});
+    variants.push_back({d + " gelu forward (ours: y and gelu')", 3 * e, [x] { (void)spmd::kernels::cpu::fused_bias_gelu(x); }, {}});
     variants.push_back({d + " gelu forward (libtorch tanh)", 2 * e, [x] { (void)at::gelu(x, "tanh"); }, {}});
     variants.push_back({d + " gelu forward+backward (ours)", 6 * e, [xg, dy] {
                           const at::Tensor y = spmd::kernels::cpu::fused_bias_gelu(xg);
                           (void)torch::autograd::grad({y}, {xg}, {dy});
                         }, {}});
     const spmd::kernels::DropoutDraws draws({rows, cols}, {rows, cols}, {0, 0}, /*key=*/1234, /*p=*/0.2);
-    variants.push_back({d + " dropout (ours: drawn in place)", e + 4, [x, draws] {
-                          at::NoGradGuard no_grad;
-                          (void)spmd::kernels::cpu::fused_dropout(x, draws);
-                        }, {}});
+    variants.push_back({d + " dropout (ours: drawn in place)", e + 4, [x, draws] { (void)spmd::kernels::cpu::fused_dropout(x, draws); }, {}});
     variants.push_back({d + " dropout (mask materialized, x * mask)", e + 12, [x, draws] {
                           (void)(x * draws.materialize(x.device()));
                         }, {}});

@@ -3,10 +3,6 @@
 // at::_fused_adamw_ (AdamW::step_on_device, what a GPU run uses). Norm: our fused loop
 // (kernels::sum_of_squares on the CPU) against at::_foreach_norm in double. The variants
 // alternate round by round, so a busy machine slows both alike; medians and their ratio.
-#include <algorithm>
-#include <chrono>
-#include <fstream>
-#include <functional>
 #include <iostream>
 
 #include <ATen/ATen.h>
@@ -17,6 +13,7 @@
 
 #include "timing.h"
 #include "config/config.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/kernels.h"
 #include "model/params.h"
 #include "optim/adamw.h"
@@ -26,13 +23,6 @@ namespace {
 
 using spmd::bench::median;
 using spmd::bench::ms_of;
-
-std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
 
 // One parameter set with gradients, and its optimizer.
 struct Model {
@@ -80,7 +70,7 @@ int main(int argc, char** argv) {
     int64_t numel = 0;
     for (const auto& p : ours.params) numel += p.numel();
     fmt::print("bench_optimizer: {} | {} parameters in {} tensors | {} thread(s) | {} | {} rounds\n", config_path,
-               numel, ours.params.size(), at::get_num_threads(), cpu_name(), rounds);
+               numel, ours.params.size(), at::get_num_threads(), spmd::kernels::cpu::cpu_model(), rounds);
     const at::Tensor clip = at::full({}, 0.5, at::kDouble), apply = at::ones({}, at::kBool);
     std::vector<at::Tensor> grads;
     for (const auto& p : ours.params) grads.push_back(p.grad());

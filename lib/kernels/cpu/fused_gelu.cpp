@@ -34,12 +34,6 @@ inline float sigmoid_2u(float z) {
   return 1.0f / (1.0f + vecmath::exp_approx(-2.0f * u));
 }
 
-// float32 or bfloat16 storage (bf16 as its raw bits: vecmath's conversions).
-inline float widen(float v) { return v; }
-inline float widen(uint16_t v) { return vecmath::bf16_to_float(v); }
-inline void narrow(float& out, float v) { out = v; }
-inline void narrow(uint16_t& out, float v) { out = vecmath::float_to_bf16(v); }
-
 template <bool kBias, bool kGrad>
 __attribute__((always_inline)) inline void gelu_row(const float* x, const float* bias, float* y, float* grad,
                                                     int64_t cols) {
@@ -51,9 +45,9 @@ __attribute__((always_inline)) inline void gelu_row(const float* x, const float*
   }
 }
 
-// bf16 rows a chunk at a time: widened into float32 buffers, the float32 loop, rounded back. Same
-// bits as one fused loop, but GCC vectorizes the arithmetic 16 floats wide instead of 32 bf16
-// values at a time, which spilled registers and ran 2.4x slower than float32 (bench_kernels).
+// bf16 rows (raw bits) a chunk at a time: widened into float32 buffers, the float32 loop, rounded
+// back. Same bits as one fused loop, but GCC vectorizes the arithmetic 16 floats wide instead of 32
+// bf16 values at a time, which spilled registers and ran 2.4x slower than float32 (bench_kernels).
 template <bool kBias, bool kGrad>
 __attribute__((always_inline)) inline void gelu_row(const uint16_t* x, const uint16_t* bias, uint16_t* y,
                                                     uint16_t* grad, int64_t cols) {
@@ -61,13 +55,13 @@ __attribute__((always_inline)) inline void gelu_row(const uint16_t* x, const uin
   alignas(64) float xf[kChunk], bf[kChunk], yf[kChunk], gf[kChunk];
   for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
     const int64_t n = std::min(kChunk, cols - c0);
-    for (int64_t c = 0; c < n; ++c) xf[c] = widen(x[c0 + c]);
+    for (int64_t c = 0; c < n; ++c) xf[c] = vecmath::bf16_to_float(x[c0 + c]);
     if constexpr (kBias)
-      for (int64_t c = 0; c < n; ++c) bf[c] = widen(bias[c0 + c]);
+      for (int64_t c = 0; c < n; ++c) bf[c] = vecmath::bf16_to_float(bias[c0 + c]);
     gelu_row<kBias, kGrad>(xf, bf, yf, gf, n);
-    for (int64_t c = 0; c < n; ++c) narrow(y[c0 + c], yf[c]);
+    for (int64_t c = 0; c < n; ++c) y[c0 + c] = vecmath::float_to_bf16(yf[c]);
     if constexpr (kGrad)
-      for (int64_t c = 0; c < n; ++c) narrow(grad[c0 + c], gf[c]);
+      for (int64_t c = 0; c < n; ++c) grad[c0 + c] = vecmath::float_to_bf16(gf[c]);
   }
 }
 
