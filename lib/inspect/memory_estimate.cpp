@@ -153,16 +153,24 @@ int64_t replayed_block_bytes(const DeviceShapes& d, Remat remat) {
   return remat == Remat::kNone ? 0 : block_bytes(d, Remat::kNone) - block_bytes(d, remat);
 }
 
-// The widest op's gradients in and out: attention's probabilities (B, H', T/c, T) unless the
-// fused bf16 kernel keeps none, or the MLP's hidden layer (B, T, 4C').
+// Attention's backward at its widest: the explicit path's probabilities and their gradients
+// (B, H', T/c, T) each; ring attention's one block of them, (B, H', c, c) each; none for SDPA; and
+// for the CPU's fused kernel (one process's sequence) only its gradients in and out, dY and dQKV
+// in the operand dtype: it works through one head's (T, T) rows at a time.
+int64_t attention_working_set(const DeviceShapes& d) {
+  if (d.sdpa_attention) return 0;
+  if (d.ring_attention) {
+    const int64_t chunk = d.T / (2 * d.context_split);
+    return 2 * 2 * d.B * d.heads * chunk * chunk * kFloatBytes;
+  }
+  if (!d.gpu && d.context_split == 1) return d.full_tokens() * 4 * d.heads * d.head_dim * d.operand;
+  return 2 * d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;
+}
+
+// The widest op's gradients in and out: attention's, or the MLP's hidden layer (B, T, 4C').
 int64_t backward_working_set(const DeviceShapes& d) {
   const int64_t hidden = d.full_tokens() * d.mlp * kFloatBytes;
-  // Ring attention's backward: one block's probabilities and their gradients, (B, H', c, c) each.
-  const int64_t chunk = d.T / (2 * d.context_split);
-  const int64_t probs = d.sdpa_attention   ? 0
-                        : d.ring_attention ? 2 * d.B * d.heads * chunk * chunk * kFloatBytes
-                                           : d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;
-  return 2 * std::max(hidden, probs);
+  return std::max(2 * hidden, attention_working_set(d));
 }
 
 ActivationParts activation_parts(const DeviceShapes& d, Remat remat, int64_t layers, bool first_stage,
@@ -218,7 +226,7 @@ int64_t held_at_worst(const std::vector<PipelinePass>& passes, const StepHolding
 // The bytes of a product's operand where the products run: a bf16 model.matmul_dtype stays float32
 // on a CPU whose bf16 products are slower (as kernels::matmul_operand_dtype decides).
 int64_t operand_bytes(MatmulDtype matmul_dtype, bool gpu) {
-  const bool bf16_taken = gpu || kernels::cpu::bf16_products() == kernels::cpu::Bf16Products::kFaster;
+  const bool bf16_taken = gpu || kernels::cpu::takes_bf16_products();
   return matmul_dtype == MatmulDtype::kBFloat16 && bf16_taken ? 2 : kFloatBytes;
 }
 

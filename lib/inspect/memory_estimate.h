@@ -29,8 +29,9 @@ struct MemoryEstimate {
   // stream per earlier (microbatch, chunk) is still held. 0 on the first stage and without stages.
   int64_t gradient_sends = 0;
   // A backward's own working set beyond what it has freed: the gradients entering and leaving its
-  // widest op (attention's probabilities, or the MLP's hidden layer), fp32; on the last stage the
-  // loss's chunk of logits where wider (the forward's end holds every activation, too).
+  // widest op (attention's probabilities, or the CPU fused kernel's dY and dQKV, or the MLP's hidden
+  // layer); on the last stage the loss's chunk of logits where wider (the forward's end holds every
+  // activation, too).
   int64_t backward_working_set = 0;
   // runtime.remat full or selective: what the block being backwarded recomputes, held through its
   // backward (its internals that runtime.remat none would have kept).

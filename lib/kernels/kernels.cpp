@@ -38,7 +38,7 @@ at::ScalarType matmul_operand_dtype(MatmulDtype dtype) {
 }
 
 at::ScalarType matmul_operand_dtype(MatmulDtype dtype, c10::Device device) {
-  if (device.is_cpu() && cpu::bf16_products() != cpu::Bf16Products::kFaster) return at::kFloat;
+  if (device.is_cpu() && !cpu::takes_bf16_products()) return at::kFloat;
   return matmul_operand_dtype(dtype);
 }
 

@@ -110,6 +110,31 @@ TEST_CASE("memory estimate: FSDP-4") {
   check_estimate(run, "fsdp-4", with(mesh_args(test_mesh("fsdp-8")), {"--set", "mesh.shape=[4]"}));
 }
 
+// Long sequences on a narrow model, where attention's (T, T) probabilities dwarf the MLP's hidden
+// layer: on a CPU the fused kernel's backward makes no (B, H, T, T) gradients (it works through one
+// head's rows at a time), so the whole estimate (state, activations, the backward's working set)
+// must match the run's measured peak tensor memory (summary.json's peak_tensor_bytes), within 15%.
+TEST_CASE("memory estimate: the whole per-device total against the peak where attention's probabilities dominate") {
+  TinyRun run;
+  const std::vector<std::string> long_rows{"--set", "model.block_size=256", "--set", "model.n_head=4",
+                                           "--set", "train.steps=2",         "--set", "train.decay_steps=2",
+                                           "--set", "train.warmup_steps=1",  "--set", "train.eval_every=0"};
+  for (const std::string dtype : {"float32", "bfloat16"}) {
+    CAPTURE(dtype);
+    const auto all = with(long_rows, {"--set", "model.matmul_dtype=" + dtype});
+    const std::string out = run.dir.file("long-" + dtype);
+    const auto r = run_train(run, out, all);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const double measured = read_summary(out)["peak_tensor_bytes"].get<double>();
+    const auto memory = inspect_json_of(run.config, all)["totals"]["per_device"];
+    const double estimate = memory["total"].get<double>();
+    MESSAGE(dtype << ": estimate " << estimate << " bytes (backward working set "
+                  << memory["backward_working_set"].get<double>() << "), measured peak " << measured << " (ratio "
+                  << estimate / measured << ")");
+    CHECK(std::abs(estimate - measured) <= 0.15 * measured);
+  }
+}
+
 // A pipeline's later stage sends each backward's input gradient back, and each send keeps its
 // buffer until the step's end: with one microbatch in flight, its last backward runs beside the
 // earlier ones' sends. Each stage's whole estimate (state, activations, sends, a backward's working

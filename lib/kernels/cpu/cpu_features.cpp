@@ -44,7 +44,7 @@ Bf16Products bf16_products() {
 }
 
 std::string bf16_products_flag() {
-  if (bf16_products() != Bf16Products::kFaster) return "";
+  if (!takes_bf16_products()) return "";
   return cpuinfo_has_any_flag({"amx_bf16"}) ? "amx_bf16" : "avx512_bf16";
 }
 

@@ -14,6 +14,8 @@ bool has_bf16_instructions();
 // there bf16 products ran at ~0.55x float32's (bench/NOTES.md). Emulated without either flag.
 enum class Bf16Products { kFaster, kSlower, kEmulated };
 Bf16Products bf16_products();
+// Whether a bfloat16 model.matmul_dtype runs its CPU products in bf16: only where they are faster.
+inline bool takes_bf16_products() { return bf16_products() == Bf16Products::kFaster; }
 // The flag that makes them faster ("amx_bf16", "avx512_bf16"); "" where they are not.
 std::string bf16_products_flag();
 
