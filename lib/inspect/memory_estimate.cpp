@@ -76,16 +76,18 @@ struct DeviceShapes {
   int64_t attn_in = kFloatBytes, attn_proj_in = kFloatBytes, fc_in = kFloatBytes, mlp_proj_in = kFloatBytes;
   int64_t block_weight_copies = 0;        // bf16 operands: the copies of one block's weight shards
   ActivationTraits traits;                // the family's norms and MLP activation
-  // bf16 operands without dropout on a GPU: libtorch's fused attention (SDPA) on bf16 q, k, v keeps
-  // them, its output and the log-sum-exp, no (T, T) probabilities. On a CPU bf16 attention is the
-  // fused kernel, which keeps the bf16 qkv and the probabilities (kernels::causal_attention).
-  bool sdpa_attention = false;
   // Context parallelism by ring attention: it keeps its output and log-sum-exp, no probabilities.
   bool ring_attention = false;
   bool gpu = false;  // runtime.device: cuda (the loss's chunks are a GPU's; under auto, a CPU's)
   // Dropout masks as tensors that autograd keeps: on a GPU and under context parallelism. On a CPU
   // the fused kernels draw each mask where they apply it, again in backward (kernels::dropout).
   bool dropout_masks_kept() const { return dropout && (gpu || context_split > 1); }
+  // bf16 operands without dropout on a GPU: libtorch's fused attention (SDPA) on bf16 q, k, v keeps
+  // them, its output and the log-sum-exp, no (T, T) probabilities.
+  bool sdpa_attention() const { return operand != kFloatBytes && !dropout && context_split == 1 && gpu; }
+  // One process's sequence on a CPU: the fused kernel (kernels::causal_attention), which keeps qkv
+  // in the operand dtype and the probabilities, and works through one head's rows at a time.
+  bool cpu_fused_attention() const { return !gpu && context_split == 1; }
   int64_t full_tokens() const { return B * T / context_split; }
   int64_t stream_tokens() const { return full_tokens() / seq_split; }
   int64_t stream_bytes() const { return stream_tokens() * C * kFloatBytes; }  // one (B, T', C) fp32
@@ -114,7 +116,7 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
                   + N * d.heads * d.head_dim * d.attn_proj_in     // attention output: c_proj's input
                   + N * d.mlp * (d.traits.mlp_hidden * d.operand + d.mlp_proj_in)  // activation's, its output
                   + d.block_weight_copies;
-  if (d.sdpa_attention && remat != Remat::kFull) {
+  if (d.sdpa_attention() && remat != Remat::kFull) {
     // bf16 q, k, v and output, fp32 log-sum-exp per (row, head, position); nothing else to drop.
     return bytes + N * 4 * d.heads * d.head_dim * 2 + d.B * d.heads * d.T * kFloatBytes;
   }
@@ -158,12 +160,12 @@ int64_t replayed_block_bytes(const DeviceShapes& d, Remat remat) {
 // for the CPU's fused kernel (one process's sequence) only its gradients in and out, dY and dQKV
 // in the operand dtype: it works through one head's (T, T) rows at a time.
 int64_t attention_working_set(const DeviceShapes& d) {
-  if (d.sdpa_attention) return 0;
+  if (d.sdpa_attention()) return 0;
   if (d.ring_attention) {
     const int64_t chunk = d.T / (2 * d.context_split);
     return 2 * 2 * d.B * d.heads * chunk * chunk * kFloatBytes;
   }
-  if (!d.gpu && d.context_split == 1) return d.full_tokens() * 4 * d.heads * d.head_dim * d.operand;
+  if (d.cpu_fused_attention()) return d.full_tokens() * 4 * d.heads * d.head_dim * d.operand;
   return 2 * d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;
 }
 
@@ -265,7 +267,6 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.context_split = layout.cp_size();
   d.dropout = m.dropout > 0;
   d.gpu = layout.on_gpu;
-  d.sdpa_attention = operand != kFloatBytes && !d.dropout && d.context_split == 1 && d.gpu;
   d.ring_attention = d.context_split > 1 && layout.context_exchange == ContextExchange::kRing;
   // A dense layer keeps its input in the operand dtype (the layers that read one norm output share
   // it), and a bf16 copy of its weight shard, except an FSDP layer, which gathers (and casts) the
@@ -409,7 +410,6 @@ MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t globa
   d.attn_in = d.attn_proj_in = d.fc_in = d.mlp_proj_in = operand;
   if (operand != kFloatBytes) d.head_weight_copy = d.vocab * d.C * operand;
   d.gpu = on_gpu;
-  d.sdpa_attention = operand != kFloatBytes && !d.dropout && on_gpu;
   if (operand != kFloatBytes)
     for (const ParamInfo* info : w.all()) d.block_weight_copies += product(info->shape) * operand;
   e.activation_parts = activation_parts(d, remat, model.n_layer, true, true);

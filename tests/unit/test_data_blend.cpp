@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,11 @@ struct Row {
     return source == o.source && sample == o.sample && window == o.window && first_token == o.first_token;
   }
 };
+// A failed comparison of rows prints them.
+std::ostream& operator<<(std::ostream& os, const Row& r) {
+  return os << "{source " << r.source << ", sample " << r.sample << ", window " << r.window << ", first token "
+            << r.first_token << "}";
+}
 std::vector<Row> rows_of(const Batch& b) {
   std::vector<Row> rows;
   for (int64_t r = 0; r < b.rows; ++r)

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,14 @@
 
 using namespace spmd;
 using spmd::test::usage_error_of;
+
+namespace spmd {
+// A failed comparison of schedules prints each pass, e.g. "F0" or "B2.1" (microbatch.chunk).
+std::ostream& operator<<(std::ostream& os, const PipelinePass& p) {
+  os << (p.kind == PipelinePass::kForward ? "F" : "B") << p.microbatch;
+  return p.chunk ? os << "." << p.chunk : os;
+}
+}  // namespace spmd
 
 namespace {
 using P = PipelinePass;
