@@ -79,12 +79,6 @@ file(WRITE "${PROJECT_BINARY_DIR}/spmd-build-kind.txt" "${SPMD_BUILD_KIND}\n")
 function(spmd_use_torch target)
   # Why CUDA is not built in, for the runtime line and the error that refuses device: cuda.
   target_compile_definitions(${target} PUBLIC "SPMD_CUDA_OFF_REASON=\"${SPMD_CUDA_OFF_REASON}\"")
-  # On its one reader only: a define on the whole target would differ from the targets that share
-  # its precompiled header, which GCC then refuses.
-  if(SPMD_OPENBLAS_LIBRARY)
-    set_source_files_properties(${PROJECT_SOURCE_DIR}/lib/kernels/cpu/blas_library.cpp DIRECTORY ${PROJECT_SOURCE_DIR}/lib
-                                PROPERTIES COMPILE_DEFINITIONS "SPMD_OPENBLAS_LIBRARY=\"${SPMD_OPENBLAS_LIBRARY}\"")
-  endif()
   if(SPMD_WITH_CUDA)
     target_compile_definitions(${target} PUBLIC SPMD_WITH_CUDA=1 USE_C10D_NCCL USE_CUDA)
     # SYSTEM BEFORE: ahead of a CUDA toolkit's include dir (Torch's package), which may carry an
