@@ -7,6 +7,7 @@
 # (ours: the BLAS the kernels chose, and at::mm; the peer: torch.mm) in the same run.
 #   bash bench/cpu_vs_pytorch.sh [ROUNDS=3] [OUTDIR=bench-out/cpu] [STEPS_BABY=30] [STEPS_10M=5]
 # Needs datasets/shakespeare_char (bench/NOTES.md, "Data") and the venv's torch (scripts/setup).
+# Ours from build/bench/bench_train, or SPMD_BUILD_DIR's.
 # Prints a table (median of each runner's per-round medians) and writes it to OUTDIR/table.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ lscpu | grep -E "Model name|^CPU\(s\)" | tee "$out/cpu.txt"
 
 ours() {  # NAME CONFIG STEPS [bench_train args...]
   local name=$1 config=$2 steps=$3; shift 3
-  build/bench/bench_train --config "$config" --set model.dropout=0 --warmup 3 --steps "$steps" \
+  "${SPMD_BUILD_DIR:-build}/bench/bench_train" --config "$config" --set model.dropout=0 --warmup 3 --steps "$steps" \
     --json "$out/$name-$r.json" "$@" >"$out/$name-$r.txt" 2>&1 || echo "ours $name failed (see $out/$name-$r.txt)"
 }
 peer() {  # NAME PRESET STEPS [--compile]

@@ -29,7 +29,7 @@ std::string first_set(const EnvMap& env, std::initializer_list<const char*> name
   return "";
 }
 
-int non_negative(const EnvMap& env, const std::string& name) {
+int env_non_negative(const EnvMap& env, const std::string& name) {
   const std::string* v = find(env, name);
   SPMD_CHECK(v != nullptr, "{} is not set", name);
   char* end = nullptr;
@@ -65,9 +65,9 @@ LaunchEnv read_ranks(const EnvMap& env, const char* launcher, const char* rank_v
   LaunchEnv e;
   e.launcher = launcher;
   e.world_size_variable = size_var;
-  e.rendezvous.rank = non_negative(env, rank_var);
-  e.rendezvous.world_size = non_negative(env, size_var);
-  e.rendezvous.local_rank = non_negative(env, local_rank_var);
+  e.rendezvous.rank = env_non_negative(env, rank_var);
+  e.rendezvous.world_size = env_non_negative(env, size_var);
+  e.rendezvous.local_rank = env_non_negative(env, local_rank_var);
   return e;
 }
 
@@ -77,12 +77,12 @@ LaunchEnv from_torchrun(const EnvMap& env) {
   e.launcher = find(env, kBuiltinLauncherMark) ? "spmd-train" : "torchrun";
   e.world_size_variable = "WORLD_SIZE";
   LaunchRanks& r = e.rendezvous;
-  r.rank = non_negative(env, "RANK");
-  r.world_size = non_negative(env, "WORLD_SIZE");
-  r.local_rank = find(env, "LOCAL_RANK") ? non_negative(env, "LOCAL_RANK") : 0;
-  r.local_world_size = find(env, "LOCAL_WORLD_SIZE") ? non_negative(env, "LOCAL_WORLD_SIZE") : r.world_size;
+  r.rank = env_non_negative(env, "RANK");
+  r.world_size = env_non_negative(env, "WORLD_SIZE");
+  r.local_rank = find(env, "LOCAL_RANK") ? env_non_negative(env, "LOCAL_RANK") : 0;
+  r.local_world_size = find(env, "LOCAL_WORLD_SIZE") ? env_non_negative(env, "LOCAL_WORLD_SIZE") : r.world_size;
   r.master_addr = find(env, "MASTER_ADDR") ? *find(env, "MASTER_ADDR") : "127.0.0.1";
-  r.master_port = find(env, "MASTER_PORT") ? non_negative(env, "MASTER_PORT") : 29500;
+  r.master_port = find(env, "MASTER_PORT") ? env_non_negative(env, "MASTER_PORT") : 29500;
   check_ranks(e, "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
   // torchrun's agent already serves its own store on MASTER_PORT, which libtorch 1.13's client
   // cannot use: rank 0 serves ours on a port derived from the run and attempt instead.
@@ -104,7 +104,7 @@ int slurm_local_tasks(const EnvMap& env, int world) {
   const std::string var = first_set(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
   if (var.empty()) return world;
   const std::vector<int> counts = expand_tasks_per_node(*find(env, var), var);
-  const int node = find(env, "SLURM_NODEID") ? non_negative(env, "SLURM_NODEID") : 0;
+  const int node = find(env, "SLURM_NODEID") ? env_non_negative(env, "SLURM_NODEID") : 0;
   if (counts.size() == 1) return counts[0];  // one node, or the same count on every node
   SPMD_CHECK(static_cast<size_t>(node) < counts.size(), "SLURM_NODEID={} but {}='{}' lists {} node(s)", node, var,
              *find(env, var), counts.size());
@@ -127,7 +127,7 @@ LaunchEnv from_slurm(const EnvMap& env) {
   }
   std::string port_from = "MASTER_PORT";
   if (find(env, "MASTER_PORT")) {
-    r.master_port = non_negative(env, "MASTER_PORT");
+    r.master_port = env_non_negative(env, "MASTER_PORT");
   } else {
     require_all(env, "SLURM_PROCID without MASTER_PORT", {"SLURM_JOB_ID"});
     port_from = "SLURM_JOB_ID.SLURM_STEP_ID";
@@ -153,7 +153,7 @@ LaunchEnv from_openmpi(const EnvMap& env) {
               {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"});
   LaunchEnv e = read_ranks(env, "mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK");
   LaunchRanks& r = e.rendezvous;
-  r.local_world_size = non_negative(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
+  r.local_world_size = env_non_negative(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
   check_ranks(e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
   std::string host_from = "MASTER_ADDR";
   if (find(env, "MASTER_ADDR")) {
@@ -169,7 +169,7 @@ LaunchEnv from_openmpi(const EnvMap& env) {
   }
   std::string port_from = "MASTER_PORT";
   if (find(env, "MASTER_PORT")) {
-    r.master_port = non_negative(env, "MASTER_PORT");
+    r.master_port = env_non_negative(env, "MASTER_PORT");
   } else {
     port_from = first_set(env, {"OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE"});
     SPMD_CHECK(!port_from.empty(), "mpirun: MASTER_PORT is not set and no job id (OMPI_MCA_ess_base_jobid, "

@@ -21,10 +21,6 @@ namespace spmd {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 void write_weights(const WholeParameters& whole, const std::string& out_path) {
   const HfNameMap& map = hf_map(whole.layout.model);
   std::vector<NamedTensor> out;
@@ -68,7 +64,7 @@ void make_empty_folder(const std::string& dir) {
 int export_hf(const std::string& dir, const std::string& out) {
   SPMD_CHECK(fs::exists(dir + "/index.json"), "--checkpoint {}: no index.json there (not a complete checkpoint)",
              dir);
-  const bool one_file = ends_with(out, ".safetensors");
+  const bool one_file = out.ends_with(".safetensors");
   if (!one_file) make_empty_folder(out);  // before the long read: a wrong --out fails at once
   // The same reader as --resume and sample: every block checked against the index, the shard
   // files and their checksums.

@@ -27,14 +27,10 @@ namespace spmd {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Buffers some checkpoints save beside the parameters (GPT-2's causal masks, Llama's inv_freq).
 bool is_buffer(const HfNameMap& map, const std::string& name) {
   for (const auto& suffix : map.buffer_suffixes)
-    if (ends_with(name, suffix)) return true;
+    if (name.ends_with(suffix)) return true;
   return false;
 }
 
@@ -43,11 +39,11 @@ std::string shape_key(const HfNameMap& map, const ParamInfo& info, size_t dim) {
   if ((info.name == "wte" || info.name == "lm_head") && dim == 0) return "model.vocab_size";
   if (info.name == "wpe" && dim == 0) return "model.block_size";
   if (map.dense_out_in && info.input_dims > 0) {  // (out, in)
-    if (ends_with(info.name, ".attn.k.weight") || ends_with(info.name, ".attn.v.weight"))
+    if (info.name.ends_with(".attn.k.weight") || info.name.ends_with(".attn.v.weight"))
       return dim == 0 ? "model.n_kv_head" : "model.n_embd";
-    if (ends_with(info.name, ".mlp.gate.weight") || ends_with(info.name, ".mlp.up.weight"))
+    if (info.name.ends_with(".mlp.gate.weight") || info.name.ends_with(".mlp.up.weight"))
       return dim == 0 ? "model.intermediate_size" : "model.n_embd";
-    if (ends_with(info.name, ".mlp.down.weight")) return dim == 0 ? "model.n_embd" : "model.intermediate_size";
+    if (info.name.ends_with(".mlp.down.weight")) return dim == 0 ? "model.n_embd" : "model.intermediate_size";
   }
   return "model.n_embd";
 }

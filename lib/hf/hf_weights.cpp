@@ -12,14 +12,8 @@ namespace fs = std::filesystem;
 
 namespace spmd {
 
-namespace {
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-}  // namespace
-
 HfWeights::HfWeights(const std::string& path) : path_(path) {
-  if (!ends_with(path, ".index.json")) {
+  if (!path.ends_with(".index.json")) {
     shards_.push_back(std::make_unique<SafetensorsFile>(path));
     for (const auto& [name, entry] : shards_[0]->entries()) shard_of_[name] = 0;
     return;

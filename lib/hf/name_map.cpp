@@ -11,9 +11,6 @@ int64_t product(std::vector<int64_t>::const_iterator begin, std::vector<int64_t>
   return std::accumulate(begin, end, int64_t{1}, std::multiplies<>());
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 }  // namespace
 
 const HfNameMap& gpt2_hf_map() {
@@ -101,7 +98,7 @@ std::vector<int64_t> hf_shape(const ParamInfo& info, const HfNameMap& map) {
     const int64_t in = product(shape.begin(), split), out = product(split, shape.end());
     return map.dense_out_in ? std::vector<int64_t>{out, in} : std::vector<int64_t>{in, out};
   }
-  if (ends_with(info.name, ".bias")) return {product(shape.begin(), shape.end())};
+  if (info.name.ends_with(".bias")) return {product(shape.begin(), shape.end())};
   return shape;
 }
 

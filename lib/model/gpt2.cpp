@@ -6,10 +6,6 @@
 
 namespace spmd {
 
-namespace {
-const std::vector<std::string> kResidual{"batch", "seq", "embed"};
-}  // namespace
-
 at::Tensor Gpt2::layer_norm(const at::Tensor& x, const std::string& prefix, ModelOps& ops) const {
   return ops.layer_norm(x, prefix + ".weight", config_.bias ? prefix + ".bias" : "", 1e-5);
 }
@@ -22,7 +18,7 @@ at::Tensor Gpt2::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bo
   at::Tensor y = cache ? cached_attention(qkv, layer, ops, *cache)
                        : ops.causal_attention(qkv, drop ? p + ".attn_dropout" : "", document_starts);  // (B, T, H, D)
   y = ops.dense(y, p + ".c_proj.weight", config_.bias ? p + ".c_proj.bias" : "", 2);  // (B, T, C)
-  if (drop) y = ops.dropout(y, p + ".resid_dropout", kResidual);
+  if (drop) y = ops.dropout(y, p + ".resid_dropout", kResidualAxes);
   return y;
 }
 
@@ -38,7 +34,7 @@ at::Tensor Gpt2::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool tra
   at::Tensor h = ops.dense(x, p + ".c_fc.weight", "", 1);  // (B, T, 4C)
   h = ops.bias_gelu(h, config_.bias ? p + ".c_fc.bias" : "");
   at::Tensor y = ops.dense(h, p + ".c_proj.weight", config_.bias ? p + ".c_proj.bias" : "", 1);   // (B, T, C)
-  if (training && config_.dropout > 0) y = ops.dropout(y, p + ".resid_dropout", kResidual);
+  if (training && config_.dropout > 0) y = ops.dropout(y, p + ".resid_dropout", kResidualAxes);
   return y;
 }
 
@@ -53,8 +49,8 @@ at::Tensor Gpt2::embed(const at::Tensor& idx, ModelOps& ops, bool training, int6
     positions = ops.param("wpe").narrow(0, first_position, T);
   }
   at::Tensor x = ops.embed("wte", idx) + positions;  // (B, T, C)
-  x = ops.constrain(x, kResidual);  // the residual stream's layout from here on
-  if (training && config_.dropout > 0) x = ops.dropout(x, "embed_dropout", kResidual);
+  x = ops.constrain(x, kResidualAxes);  // the residual stream's layout from here on
+  if (training && config_.dropout > 0) x = ops.dropout(x, "embed_dropout", kResidualAxes);
   return x;
 }
 

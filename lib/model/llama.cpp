@@ -10,7 +10,6 @@
 namespace spmd {
 
 namespace {
-const std::vector<std::string> kResidual{"batch", "seq", "embed"};
 
 // Grouped-query attention: key/value heads (B, T, Hkv, D) repeated to the H query heads they serve
 // (query head i uses key/value head i / (H / Hkv)). Sharding `heads` splits both into contiguous
@@ -48,7 +47,7 @@ at::Tensor Llama::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, b
     y = ops.causal_attention(qkv, drop ? p + ".attn_dropout" : "", document_starts);  // (B, T, H, D)
   }
   y = ops.dense(y, p + ".o.weight", "", 2);  // (B, T, C)
-  if (drop) y = ops.dropout(y, p + ".resid_dropout", kResidual);
+  if (drop) y = ops.dropout(y, p + ".resid_dropout", kResidualAxes);
   return y;
 }
 
@@ -56,14 +55,14 @@ at::Tensor Llama::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool tr
   const std::string p = fmt::format("h.{}.mlp", layer);
   const at::Tensor h = ops.swiglu(ops.dense(x, p + ".gate.weight", "", 1), ops.dense(x, p + ".up.weight", "", 1));
   at::Tensor y = ops.dense(h, p + ".down.weight", "", 1);  // (B, T, C)
-  if (training && config_.dropout > 0) y = ops.dropout(y, p + ".resid_dropout", kResidual);
+  if (training && config_.dropout > 0) y = ops.dropout(y, p + ".resid_dropout", kResidualAxes);
   return y;
 }
 
 at::Tensor Llama::embed(const at::Tensor& idx, ModelOps& ops, bool training, int64_t /*first_position*/,
                         const at::Tensor& /*document_starts*/) const {
-  at::Tensor x = ops.constrain(ops.embed("wte", idx), kResidual);  // (B, T, C): the residual stream's layout
-  if (training && config_.dropout > 0) x = ops.dropout(x, "embed_dropout", kResidual);
+  at::Tensor x = ops.constrain(ops.embed("wte", idx), kResidualAxes);  // (B, T, C): the residual stream's layout
+  if (training && config_.dropout > 0) x = ops.dropout(x, "embed_dropout", kResidualAxes);
   return x;
 }
 

@@ -3,6 +3,8 @@
 // (docs/models.md); make_model picks it from model.arch.
 #pragma once
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -11,6 +13,9 @@
 #include "model/model_ops.h"
 
 namespace spmd {
+
+// The residual stream's logical axes, (B, T, C), in every family.
+inline const std::vector<std::string> kResidualAxes{"batch", "seq", "embed"};
 
 class Model {
  public:

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "comm/host_copies.h"
+#include "util/elapsed.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -90,7 +91,7 @@ at::Tensor StageLink::receive(int peer, int tag, at::IntArrayRef shape, const at
     buffer = host_buffer(shape, options.dtype().toScalarType(), device_);
     p2p_->receive(buffer, peer, tag);
   }
-  receive_wait_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  receive_wait_ms_ += ms_since(start);
   // From pinned memory the copy up is queued on the stream (the caching host allocator keeps the
   // buffer until it is done); on the CPU the buffer is the tensor.
   return buffer.to(device_, /*non_blocking=*/true);

@@ -13,14 +13,13 @@
 #include "parallel/pipeline_schedule.h"
 #include "train/documents.h"
 #include "util/caching_cpu_allocator.h"
+#include "util/elapsed.h"
 #include "util/test_hooks.h"
 
 namespace spmd {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
 
 // This thread's CPU time: a pass's compute, not its waits or another process's turn on a shared core.
 double thread_cpu_ms() {

@@ -16,14 +16,13 @@
 #include "train/documents.h"
 #include "train/step_passes.h"
 #include "train/training_data.h"
+#include "util/elapsed.h"
 #include "util/error.h"
 
 namespace spmd {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
 
 // (rows, seq) int64 tensor on `device` over a batch's token vector (copied: the batch goes away).
 at::Tensor to_tensor(const std::vector<int64_t>& tokens, int64_t rows, int64_t seq, c10::Device device) {

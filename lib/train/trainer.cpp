@@ -31,6 +31,7 @@
 #include "train/train_state.h"
 #include "util/caching_cpu_allocator.h"
 #include "util/durable_file.h"
+#include "util/elapsed.h"
 #include "util/error.h"
 #include "util/test_hooks.h"
 
@@ -193,7 +194,7 @@ class Progress {
   // waits for all of them, so the sum over the interval is the interval's wall time.
   void add_step(std::chrono::steady_clock::time_point step_start) {
     ++interval_steps_;
-    interval_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
+    interval_ms_ += ms_since(step_start);
   }
 
   // Every rank resets its interval; the leader (the one with the metrics log) writes and prints.

@@ -11,8 +11,7 @@
 #include "comm/backend.h"
 #include "comm/backend_factory.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
+#include "doctest_check.h"
 #include "skip_without_gpu.h"
 
 using namespace spmd;

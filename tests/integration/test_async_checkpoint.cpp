@@ -15,7 +15,6 @@ using namespace spmd::test;
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kOthers = "[vocab, null], [heads, null], [mlp, null], [embed, null], [seq, null], [kv, null]";
 
 // Two-rank meshes: data parallel, tensor parallel, FSDP and a two-stage pipeline.
 const std::vector<TestMesh> kTwoRankMeshes{

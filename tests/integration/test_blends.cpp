@@ -38,11 +38,6 @@ std::vector<double> source_val_losses(const std::string& metrics, const std::str
   return values;
 }
 
-Curve tail(const Curve& c, size_t from) {
-  Curve t;
-  t.loss.assign(c.loss.begin() + static_cast<long>(from), c.loss.end());
-  return t;
-}
 
 }  // namespace
 

@@ -22,11 +22,6 @@ std::vector<std::string> ckpt_args(const std::string& dir, int steps) {
           "--set", "train.eval_every=0"};
 }
 
-Curve tail(const Curve& c, size_t from) {
-  Curve t;
-  t.loss.assign(c.loss.begin() + static_cast<long>(from), c.loss.end());
-  return t;
-}
 }  // namespace
 
 TEST_CASE("checkpoint: resume continues the loss curve exactly, and onto other meshes") {

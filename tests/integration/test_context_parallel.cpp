@@ -15,13 +15,12 @@
 using namespace spmd::test;
 
 namespace {
-const std::string kOthers = "[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]";
 
 // The mesh [cp] (axes [context]) or [2, cp] ([data, context]) with seq on the context axis.
 std::vector<std::string> context_parallel(int cp, bool data) {
   const std::string p = std::to_string(cp);
-  const TestMesh mesh = data ? TestMesh{"", "[2," + p + "]", "[data,context]", "[[batch, data], [seq, context], " + kOthers + "]"}
-                             : TestMesh{"", "[" + p + "]", "[context]", "[[batch, null], [seq, context], " + kOthers + "]"};
+  const TestMesh mesh = data ? TestMesh{"", "[2," + p + "]", "[data,context]", "[[batch, data], [seq, context], " + kOthersButSeq + "]"}
+                             : TestMesh{"", "[" + p + "]", "[context]", "[[batch, null], [seq, context], " + kOthersButSeq + "]"};
   return mesh_args(mesh);
 }
 
@@ -93,7 +92,7 @@ TEST_CASE("context parallel: context x stage pipelines (1F1B and interleaved) ma
   TinyRun run;
   const std::vector<std::string> four_blocks = with(dropout(0.1), {"--set", "model.n_layer=4"});
   const Curve reference = train(run, run.dir.file("single"), four_blocks);
-  const auto pipeline = mesh_args({"", "[2,2]", "[context,stage]", "[[batch, null], [seq, context], [layers, stage], " + kOthers + "]"});
+  const auto pipeline = mesh_args({"", "[2,2]", "[context,stage]", "[[batch, null], [seq, context], [layers, stage], " + kOthersButSeq + "]"});
   for (const std::string schedule : {"1f1b", "interleaved"}) {
     CAPTURE(schedule);
     const std::string chunks = schedule == "interleaved" ? "2" : "1";
@@ -169,7 +168,7 @@ TEST_CASE("context parallel by ring: cp 2 and 4, with data, tensor and pipeline 
       {"cp-2-remat-full", with(context_parallel(2, false), {"--set", "runtime.remat=full"})},
       {"cp-2-remat-selective-M2", with(context_parallel(2, false), {"--set", "runtime.remat=selective", "--set", "train.microbatches=2"})},
       {"cp-stage-2x2-1f1b",
-       with(mesh_args({"", "[2,2]", "[context,stage]", "[[batch, null], [seq, context], [layers, stage], " + kOthers + "]"}),
+       with(mesh_args({"", "[2,2]", "[context,stage]", "[[batch, null], [seq, context], [layers, stage], " + kOthersButSeq + "]"}),
             {"--set", "train.microbatches=2"}),
        true},
   };
@@ -264,7 +263,7 @@ TEST_CASE("context parallel: layouts it cannot run exit 2 before launch, naming 
                           "[embed, null], [kv, null]]"}),
        {"weight-free axes [context]", "tensor-parallel axes [model]", "at once"}},
       // seq on the pipeline's own axis.
-      {with(mesh_args(TestMesh{"", "[2]", "[stage]", "[[batch, null], [seq, stage], [layers, stage], " + kOthers + "]"}),
+      {with(mesh_args(TestMesh{"", "[2]", "[stage]", "[[batch, null], [seq, stage], [layers, stage], " + kOthersButSeq + "]"}),
             {"--set", "train.microbatches=2"}),
        {"[seq, stage]", "[layers, stage]", "its own mesh axis"}},
   };

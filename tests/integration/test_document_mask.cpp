@@ -16,7 +16,6 @@ using namespace spmd::test;
 
 namespace {
 constexpr int kEot = 0;
-const std::string kOthers = "[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]";
 const std::string kTpRest = "[vocab, model], [heads, model], [mlp, model], [embed, null], [kv, null]";
 
 // `count` uint16 tokens in documents of 1 to 12 tokens, each ended by kEot: a window of 16 holds
@@ -99,12 +98,12 @@ TEST_CASE("document mask: data, FSDP, tensor and sequence parallel meshes and mi
 
 TEST_CASE("document mask: pipeline stages (1F1B, interleaved) match one process") {
   PackedRun run;
-  const std::string stages = "[[batch, data], [layers, stage], [seq, null], " + kOthers + "]";
+  const std::string stages = "[[batch, data], [layers, stage], [seq, null], " + kOthersButSeq + "]";
   check_meshes_match_one_process(
       run, {"--set", "model.n_layer=4"},
       {{"data-stage-2x2-1f1b", with(mesh_args({"", "[2,2]", "[data,stage]", stages}), {"--set", "train.microbatches=2"})},
        {"stage-2-interleaved",
-        with(mesh_args({"", "[2]", "[stage]", "[[batch, null], [layers, stage], [seq, null], " + kOthers + "]"}),
+        with(mesh_args({"", "[2]", "[stage]", "[[batch, null], [layers, stage], [seq, null], " + kOthersButSeq + "]"}),
              {"--set", "train.microbatches=2", "--set", "runtime.pipeline_schedule=interleaved", "--set",
               "runtime.virtual_stages=2"})}});
 }
@@ -114,8 +113,8 @@ TEST_CASE("document mask: context parallelism by all-gather and by ring (cp 2 an
   auto context = [](int cp, bool data, const std::string& exchange) {
     const std::string p = std::to_string(cp);
     const TestMesh mesh =
-        data ? TestMesh{"", "[2," + p + "]", "[data,context]", "[[batch, data], [seq, context], " + kOthers + "]"}
-             : TestMesh{"", "[" + p + "]", "[context]", "[[batch, null], [seq, context], " + kOthers + "]"};
+        data ? TestMesh{"", "[2," + p + "]", "[data,context]", "[[batch, data], [seq, context], " + kOthersButSeq + "]"}
+             : TestMesh{"", "[" + p + "]", "[context]", "[[batch, null], [seq, context], " + kOthersButSeq + "]"};
     return with(mesh_args(mesh), {"--set", "runtime.context_exchange=" + exchange});
   };
   check_meshes_match_one_process(

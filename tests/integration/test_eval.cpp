@@ -94,11 +94,7 @@ std::vector<nlohmann::json> task_records(const std::string& out) {
   return records;
 }
 
-std::vector<std::string> mesh(const std::string& shape, const std::string& axes, const std::string& rules) {
-  return {"--set", "mesh.shape=" + shape, "--set", "mesh.axes=" + axes, "--set", "sharding_rules=" + rules};
-}
 
-const std::string kOthers = "[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]";
 
 struct NamedMesh {
   std::string name;
@@ -107,15 +103,15 @@ struct NamedMesh {
 
 const std::vector<NamedMesh>& meshes() {
   static const std::vector<NamedMesh> all{
-      {"data-model-2x2 (DP + TP, vocab-parallel)", mesh("[2,2]", "[data,model]", kTpRules)},
-      {"fsdp-2", mesh("[2]", "[fsdp]", "[[batch, fsdp], [embed, fsdp], [vocab, null], [heads, null], [mlp, null], [seq, null], [kv, null]]")},
+      {"data-model-2x2 (DP + TP, vocab-parallel)", mesh_args("[2,2]", "[data,model]", kTpRules)},
+      {"fsdp-2", mesh_args("[2]", "[fsdp]", "[[batch, fsdp], [embed, fsdp], [vocab, null], [heads, null], [mlp, null], [seq, null], [kv, null]]")},
       {"data-stage-2x2 (pipeline)",
        [] {
-         auto a = mesh("[2,2]", "[data,stage]", "[[batch, data], [layers, stage], [seq, null], " + kOthers + "]");
+         auto a = mesh_args("[2,2]", "[data,stage]", "[[batch, data], [layers, stage], [seq, null], " + kOthersButSeq + "]");
          a.insert(a.end(), {"--set", "train.microbatches=2"});
          return a;
        }()},
-      {"data-context-2x2 (context parallel)", mesh("[2,2]", "[data,context]", "[[batch, data], [seq, context], " + kOthers + "]")},
+      {"data-context-2x2 (context parallel)", mesh_args("[2,2]", "[data,context]", "[[batch, data], [seq, context], " + kOthersButSeq + "]")},
   };
   return all;
 }

@@ -8,9 +8,7 @@
 #include "ckpt/safetensors.h"
 #include "model/params.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 #include "training_fixture.h"
 

@@ -13,7 +13,6 @@
 using namespace spmd::test;
 
 namespace {
-const std::string kOthers = "[vocab, null], [heads, null], [mlp, null], [embed, null], [seq, null], [kv, null]";
 
 // `blocks` blocks with dropout, and the mesh [stages] (or [2, stages] with a data axis) staged
 // by a layers rule, interleaved with 2 chunks per stage and `microbatches` microbatches.

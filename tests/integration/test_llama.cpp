@@ -19,13 +19,9 @@ namespace {
 // Six steps (one evaluation at the end) keep the many runs cheap.
 const std::vector<std::string> kShort{"--set", "train.steps=6", "--set", "train.eval_every=6"};
 
-const std::string kOthers = "[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]";
 const std::string kSequenceParallel =
     "[[batch, data], [seq, model], [vocab, model], [heads, model], [mlp, model], [embed, null], [kv, null]]";
 
-std::vector<std::string> mesh(const std::string& shape, const std::string& axes, const std::string& rules) {
-  return mesh_args(TestMesh{"", shape, axes, rules});
-}
 
 struct Case {
   std::string name;
@@ -49,9 +45,9 @@ void check_cases(const std::vector<std::string>& model, const std::vector<Case>&
 
 TEST_CASE("llama: data, FSDP, tensor + sequence parallel and hybrid meshes, and remat, match one process") {
   check_cases({}, {
-      {"dp-2", mesh("[2,1]", "[data,model]", kTpRules)},
-      {"tp-2", mesh("[1,2]", "[data,model]", kTpRules)},
-      {"tp-sp-2-selective", with(mesh("[1,2]", "[data,model]", kSequenceParallel), {"--set", "runtime.remat=selective"})},
+      {"dp-2", mesh_args("[2,1]", "[data,model]", kTpRules)},
+      {"tp-2", mesh_args("[1,2]", "[data,model]", kTpRules)},
+      {"tp-sp-2-selective", with(mesh_args("[1,2]", "[data,model]", kSequenceParallel), {"--set", "runtime.remat=selective"})},
       {"fsdp-4-full", with(mesh_args(test_mesh("fsdp-8")), {"--set", "mesh.shape=[4]", "--set", "runtime.remat=full"})},
       {"3d-2x1x2", with(mesh_args(test_mesh("3d-2x2x2")), {"--set", "mesh.shape=[2,1,2]"})},
   });
@@ -59,11 +55,11 @@ TEST_CASE("llama: data, FSDP, tensor + sequence parallel and hybrid meshes, and 
 
 TEST_CASE("llama: tied head, dropout and microbatches on data x tensor parallel match one process") {
   check_cases({"--set", "model.tie_embeddings=true", "--set", "model.dropout=0.1"},
-              {{"dp-tp-2x2-microbatches", with(mesh("[2,2]", "[data,model]", kTpRules), {"--set", "train.microbatches=2"})}});
+              {{"dp-tp-2x2-microbatches", with(mesh_args("[2,2]", "[data,model]", kTpRules), {"--set", "train.microbatches=2"})}});
 }
 
 TEST_CASE("llama: 1F1B and interleaved pipelines, untied and tied, match one process") {
-  const auto stages = mesh("[2]", "[stage]", "[[batch, null], [layers, stage], [seq, null], " + kOthers + "]");
+  const auto stages = mesh_args("[2]", "[stage]", "[[batch, null], [layers, stage], [seq, null], " + kOthersButSeq + "]");
   for (const char* tied : {"false", "true"}) {
     CAPTURE(tied);
     check_cases({"--set", "model.n_layer=4", "--set", std::string("model.tie_embeddings=") + tied},
@@ -74,11 +70,11 @@ TEST_CASE("llama: 1F1B and interleaved pipelines, untied and tied, match one pro
 }
 
 TEST_CASE("llama: context parallelism (all-gather and ring, with data and tensor axes) rotates true positions") {
-  const std::string context = "[[batch, null], [seq, context], " + kOthers + "]";
+  const std::string context = "[[batch, null], [seq, context], " + kOthersButSeq + "]";
   check_cases({}, {
-      {"cp-2", mesh("[2]", "[context]", context)},
-      {"cp-4-ring", with(mesh("[4]", "[context]", context), {"--set", "runtime.context_exchange=ring"})},
-      {"cp-2-tp-2-ring", with(mesh("[2,2]", "[context,model]",
+      {"cp-2", mesh_args("[2]", "[context]", context)},
+      {"cp-4-ring", with(mesh_args("[4]", "[context]", context), {"--set", "runtime.context_exchange=ring"})},
+      {"cp-2-tp-2-ring", with(mesh_args("[2,2]", "[context,model]",
                                    "[[batch, null], [seq, context], [vocab, model], [heads, model], [mlp, model], "
                                    "[embed, null], [kv, null]]"),
                               {"--set", "runtime.context_exchange=ring"})},
@@ -103,7 +99,7 @@ TEST_CASE("llama: bfloat16 matmuls stay within bf16 rounding of float32, and mes
   if (bf16_here) CHECK(max_rel_diff(single, fp32) > 0);
   else CHECK(max_rel_diff(single, fp32) == 0);  // float32 kept: the same run
   for (const auto& [name, args] : std::vector<Case>{
-           {"tp-sp-2", mesh("[1,2]", "[data,model]", kSequenceParallel)},
+           {"tp-sp-2", mesh_args("[1,2]", "[data,model]", kSequenceParallel)},
            {"fsdp-2", with(mesh_args(test_mesh("fsdp-8")), {"--set", "mesh.shape=[2]"})}}) {
     CAPTURE(name);
     const Curve curve = train(run, run.dir.file("bf16-" + name), with(bf16, args));
@@ -115,7 +111,7 @@ TEST_CASE("llama: bfloat16 matmuls stay within bf16 rounding of float32, and mes
 TEST_CASE("llama: key/value heads that do not divide over the tensor axis exit 2 before launch") {
   TinyRun run;
   // 4 query heads over 4 devices, but 2 key/value heads.
-  const auto r = run_train(run, run.dir.file("bad"), with(with(kTinyLlama, kShort), mesh("[1,4]", "[data,model]", kTpRules)));
+  const auto r = run_train(run, run.dir.file("bad"), with(with(kTinyLlama, kShort), mesh_args("[1,4]", "[data,model]", kTpRules)));
   check_failed_with(r, 2, "model.n_kv_head = 2");
   CHECK(r.output.find("h.0.attn.k.weight") != std::string::npos);
   CHECK(r.output.find("mesh axis 'model' of size 4") != std::string::npos);

@@ -16,7 +16,6 @@
 using namespace spmd::test;
 
 namespace {
-const std::string kOthers = "[vocab, null], [heads, null], [mlp, null], [embed, null], [seq, null], [kv, null]";
 const std::string kTpOthers = "[vocab, model], [heads, model], [mlp, model], [seq, null], [kv, null]";
 
 // The pipeline meshes, each with its `layers` rule.

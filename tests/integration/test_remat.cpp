@@ -7,9 +7,6 @@
 
 using namespace spmd::test;
 
-namespace {
-}  // namespace
-
 TEST_CASE("remat: full and selective recomputation give exactly the losses of none, on [1], [2,2] and FSDP-4") {
   TinyRun run;
   const std::vector<std::pair<std::string, std::vector<std::string>>> meshes{

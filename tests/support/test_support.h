@@ -64,4 +64,6 @@ void write_file(const std::string& path, const std::string& contents);
 void write_token_file(const std::string& path, int64_t count, int vocab, uint64_t seed);
 std::string read_file(const std::string& path);
 
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 }  // namespace spmd::test

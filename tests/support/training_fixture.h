@@ -40,6 +40,11 @@ struct TestMesh {
   std::string name, shape, axes, rules;
 };
 
+// The rules for the logical axes a test leaves unsharded, after the ones it shards; for tests that
+// shard `seq`, all but that.
+inline const std::string kOthers = "[vocab, null], [heads, null], [mlp, null], [embed, null], [seq, null], [kv, null]";
+inline const std::string kOthersButSeq = "[vocab, null], [heads, null], [mlp, null], [embed, null], [kv, null]";
+
 inline const std::string kTpRules =
     "[[batch, data], [vocab, model], [heads, model], [mlp, model], [embed, null], [seq, null], [kv, null]]";
 inline const std::vector<TestMesh> kMeshes{
@@ -68,6 +73,9 @@ inline const TestMesh& test_mesh(const std::string& name) {
 inline std::vector<std::string> mesh_args(const TestMesh& m) {
   return {"--set", "mesh.shape=" + m.shape, "--set", "mesh.axes=" + m.axes, "--set", "sharding_rules=" + m.rules};
 }
+inline std::vector<std::string> mesh_args(const std::string& shape, const std::string& axes, const std::string& rules) {
+  return mesh_args(TestMesh{"", shape, axes, rules});
+}
 
 // The arguments a, then more.
 inline std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
@@ -78,6 +86,13 @@ inline std::vector<std::string> with(std::vector<std::string> a, const std::vect
 struct Curve {
   std::vector<double> loss, val_loss;
 };
+
+// The training losses from step `from` on.
+inline Curve tail(const Curve& c, size_t from) {
+  Curve t;
+  t.loss.assign(c.loss.begin() + static_cast<long>(from), c.loss.end());
+  return t;
+}
 
 inline Curve read_metrics(const std::string& path) {
   Curve c;

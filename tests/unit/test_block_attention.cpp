@@ -10,22 +10,20 @@
 #include "kernels/cpu/block_attention.h"
 #include "kernels/kernels.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using namespace spmd;
 
 namespace {
 
-struct Case {
+struct BlockCase {
   int64_t n, m, q_begin, k_begin;
   std::vector<int64_t> starts;  // per query, the same for every batch row shifted by b; empty: none
   bool dropout;
 };
 
 // (B, 1, n, m): true where query i does not see key j, by the definition in attention_block.h.
-at::Tensor hidden_by_loops(const Case& c, int64_t B) {
+at::Tensor hidden_by_loops(const BlockCase& c, int64_t B) {
   at::Tensor hidden = at::zeros({B, 1, c.n, c.m}, at::kBool);
   auto h = hidden.accessor<bool, 4>();
   for (int64_t b = 0; b < B; ++b)
@@ -38,7 +36,7 @@ at::Tensor hidden_by_loops(const Case& c, int64_t B) {
   return hidden;
 }
 
-at::Tensor starts_tensor(const Case& c, int64_t B) {
+at::Tensor starts_tensor(const BlockCase& c, int64_t B) {
   if (c.starts.empty()) return at::Tensor();
   const at::Tensor base = at::tensor(c.starts, at::kLong).unsqueeze(0) + at::arange(B, at::kLong).unsqueeze(1);
   return at::minimum(base, at::arange(c.q_begin, c.q_begin + c.n, at::kLong).unsqueeze(0));  // (B, n)
@@ -55,7 +53,7 @@ std::pair<at::Tensor, at::Tensor> reference(const at::Tensor& q, const at::Tenso
   return {at::matmul(mask.defined() ? p * mask : p, v), lse};
 }
 
-void check_case(const Case& c, at::ScalarType dtype, bool backward) {
+void check_case(const BlockCase& c, at::ScalarType dtype, bool backward) {
   at::manual_seed(7);
   const int64_t B = 2, H = 3, D = 8;
   const auto f64 = at::TensorOptions().dtype(at::kDouble);

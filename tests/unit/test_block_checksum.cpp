@@ -7,9 +7,7 @@
 
 #include "ckpt/safetensors.h"
 
-// libtorch's headers define a CHECK macro of their own; doctest's must win.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 TEST_CASE("checksum: blocks are recorded as CRC-32C, and earlier FNV-1a records still verify") {
   const std::string check = "123456789";  // the CRC catalogue's check input

@@ -7,9 +7,7 @@
 
 #include "generate/sample_run.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 #include "tokenizer/bpe.h"
 #include "tokenizer/bpe_files.h"

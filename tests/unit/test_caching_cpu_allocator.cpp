@@ -5,9 +5,7 @@
 
 #include "util/caching_cpu_allocator.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using namespace spmd;
 

@@ -6,9 +6,7 @@
 #include "eval/choice_task.h"
 #include "test_support.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 #include "usage_error.h"
 

@@ -14,6 +14,7 @@
 
 using spmd::Config;
 using spmd::parse_config;
+using spmd::test::contains;
 
 namespace {
 
@@ -51,10 +52,6 @@ std::string error_of(const std::function<void()>& fn) {
 
 std::string parse_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
   return error_of([&] { parse_config(text, "t.yaml", overrides); });
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 // Asserts that `text` fails with a message holding `location` and then `detail` (key + reason).

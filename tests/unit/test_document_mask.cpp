@@ -15,9 +15,7 @@
 
 #include "reference_attention.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using namespace spmd;
 
@@ -63,7 +61,7 @@ at::Tensor block_diagonal_causal(const at::Tensor& ids) {
   return visible;
 }
 
-struct Case {
+struct MaskCase {
   int64_t B, T, H, D, max_length;
 };
 
@@ -73,7 +71,7 @@ struct Compared {
 
 // attend(qkv, mask) against the reference's values and qkv gradients.
 template <typename Attend>
-Compared compare(const Case& c, bool with_mask, at::ScalarType dtype, Attend attend) {
+Compared compare(const MaskCase& c, bool with_mask, at::ScalarType dtype, Attend attend) {
   const at::Tensor ids = packed_ids(c.B, c.T, c.max_length, 11);
   at::Tensor qkv = at::randn({c.B, c.T, 3, c.H, c.D}, dtype).mul_(2.0).requires_grad_(true);
   at::Tensor mask = with_mask ? (at::rand({c.B, c.H, c.T, c.T}) > 0.2).to(dtype) / 0.8 : at::Tensor();
@@ -86,7 +84,7 @@ Compared compare(const Case& c, bool with_mask, at::ScalarType dtype, Attend att
   return {(y - y_ref).abs().max().item<double>(), (g - g_ref).abs().max().item<double>()};
 }
 
-const std::vector<Case> kCases{{2, 1, 1, 4, 3},  {3, 7, 3, 8, 3},   {3, 32, 2, 16, 5},
+const std::vector<MaskCase> kCases{{2, 1, 1, 4, 3},  {3, 7, 3, 8, 3},   {3, 32, 2, 16, 5},
                                {3, 64, 4, 32, 9}, {3, 100, 2, 24, 40}, {2, 130, 2, 8, 2}};
 
 }  // namespace
@@ -105,7 +103,7 @@ TEST_CASE("document mask: starts restart after each end-of-text token, which bel
 }
 
 TEST_CASE("document mask: the fused CPU kernel matches the block-diagonal causal reference, values and gradients") {
-  for (const Case& c : kCases) {
+  for (const MaskCase& c : kCases) {
     CAPTURE(c.T);
     CAPTURE(c.max_length);
     for (bool force_aten : {false, true}) {

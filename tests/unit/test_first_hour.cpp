@@ -8,14 +8,14 @@
 #include "mesh/size_hint.h"
 #include "model/params.h"
 #include "parallel/layout.h"
+#include "test_support.h"
 #include "usage_error.h"
 
 using namespace spmd;
+using spmd::test::contains;
 using spmd::test::usage_error_of;
 
 namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 const char* kBase = "mesh: {shape: [3, 3], axes: [data, model]}\n"
                     "sharding_rules: [[batch, data], [vocab, model], [heads, model], [mlp, model], "
                     "[embed, null], [seq, null], [kv, null]]\n"

@@ -13,9 +13,7 @@
 
 #include "reference_attention.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using namespace spmd::kernels;
 using namespace spmd::kernels::cpu;
@@ -24,11 +22,11 @@ namespace {
 
 using spmd::test::reference_attention;
 
-struct Case {
+struct AttentionCase {
   int64_t B, T, H, D;
 };
 
-void check_against_reference(const Case& c, bool with_mask) {
+void check_against_reference(const AttentionCase& c, bool with_mask) {
   at::manual_seed(7);
   at::Tensor qkv = at::randn({c.B, c.T, 3, c.H, c.D}).mul_(2.0).requires_grad_(true);
   at::Tensor mask;
@@ -52,7 +50,7 @@ void check_against_reference(const Case& c, bool with_mask) {
 
 TEST_CASE("fused attention: values and gradients match the unfused computation") {
   // Row blocks of 32: T below, at and across block boundaries; one and several heads.
-  for (const Case& c : {Case{2, 1, 1, 4}, Case{2, 7, 3, 8}, Case{3, 32, 2, 16}, Case{2, 64, 4, 32}, Case{1, 100, 2, 24}}) {
+  for (const AttentionCase& c : {AttentionCase{2, 1, 1, 4}, AttentionCase{2, 7, 3, 8}, AttentionCase{3, 32, 2, 16}, AttentionCase{2, 64, 4, 32}, AttentionCase{1, 100, 2, 24}}) {
     CAPTURE(c.B);
     CAPTURE(c.T);
     CAPTURE(c.H);

@@ -8,9 +8,7 @@
 #include "kernels/cpu/fused_dropout.h"
 #include "kernels/kernels.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using namespace spmd::kernels;
 

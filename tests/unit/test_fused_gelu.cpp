@@ -11,9 +11,7 @@
 #include "kernels/cpu/fused_gelu.h"
 #include "kernels/cpu/vector_math.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using namespace spmd::kernels::cpu;
 

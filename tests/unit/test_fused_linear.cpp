@@ -10,9 +10,7 @@
 #include "kernels/cpu/fused_linear.h"
 #include "kernels/kernels.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using namespace spmd::kernels;
 using namespace spmd::kernels::cpu;

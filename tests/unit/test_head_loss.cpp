@@ -13,9 +13,7 @@
 #include "comm/group.h"
 #include "parallel/head_loss.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using namespace spmd;
 

@@ -7,9 +7,7 @@
 #include "hf/hf_import.h"
 #include "ckpt/safetensors.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 #include "test_support.h"
 #include "usage_error.h"

@@ -6,15 +6,15 @@
 #include "comm/hostlist.h"
 #include "comm/launch_env.h"
 #include "launch/restarts.h"
+#include "test_support.h"
 #include "usage_error.h"
 #include "util/test_hooks.h"
 
 using namespace spmd;
+using spmd::test::contains;
 using spmd::test::usage_error_of;
 
 namespace {
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // What srun gives task 5 of 8 on the second of two nodes (4 tasks each).
 EnvMap srun_env() {
   return {{"SLURM_JOB_ID", "4242"},         {"SLURM_STEP_ID", "0"},

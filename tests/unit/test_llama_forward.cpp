@@ -15,9 +15,7 @@
 #include "model/params.h"
 #include "model/rope.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using namespace spmd;
 

@@ -7,14 +7,12 @@
 #include "mesh/render.h"
 #include "mesh/sharding.h"
 #include "usage_error.h"
+#include "test_support.h"
 #include "util/error.h"
 
 using namespace spmd;
+using spmd::test::contains;
 using spmd::test::usage_error_of;
-
-namespace {
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-}  // namespace
 
 TEST_CASE("mesh: row-major coordinates and axis groups") {
   Mesh mesh({2, 4}, {"data", "model"});

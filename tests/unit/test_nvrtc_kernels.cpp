@@ -8,9 +8,7 @@
 #include "kernels/cuda/counter_dropout.h"
 #endif
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 #include "skip.h"
 

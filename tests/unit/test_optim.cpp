@@ -8,9 +8,7 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using namespace spmd;
 

@@ -7,9 +7,7 @@
 #include "kernels/kernels.h"
 #include "parallel/param_cast_cache.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using spmd::ParamCastCache;
 

@@ -4,9 +4,7 @@
 
 #include "generate/token_sampler.h"
 
-// libtorch pulls in glog, whose CHECK would silently replace doctest's.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "doctest_check.h"
 
 using spmd::choose_token;
 using spmd::SamplingOptions;
