@@ -162,13 +162,15 @@ if(_spmd_cuda_how STREQUAL "wheel")
   # libtorch_cpu/libc10, cudart, the c10d defines, C++20), from the wheel alone. libtorch_cuda is
   # linked even where nothing names its symbols (--no-as-needed, as Torch's package does): loading it
   # registers the CUDA kernels and hooks. The plain paths after it give CMake the run-path folders.
+  # Only the CUDA module (lib/kernels/cuda_module.h) links it; everything else takes the CPU half
+  # below, so that a process on a host without a GPU never loads the CUDA libraries.
   add_library(spmd_torch_cuda INTERFACE IMPORTED)
   set_target_properties(spmd_torch_cuda PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${_torch_prefix}/include;${_torch_prefix}/include/torch/csrc/api/include;${_spmd_cuda_include_dirs}"
     INTERFACE_COMPILE_DEFINITIONS "USE_DISTRIBUTED;USE_C10D_GLOO;USE_C10D_NCCL;USE_CUDA"
     INTERFACE_COMPILE_FEATURES cxx_std_20
     INTERFACE_LINK_LIBRARIES "-Wl,--push-state,--no-as-needed,${_torch_prefix}/lib/libtorch_cuda.so,--pop-state;${_torch_prefix}/lib/libtorch_cuda.so;${_torch_prefix}/lib/libc10_cuda.so;${_torch_prefix}/lib/libtorch_cpu.so;${_torch_prefix}/lib/libc10.so;${_spmd_cudart_library}")
-  set(TORCH_LIBRARIES spmd_torch_cuda)
+  set(SPMD_TORCH_CUDA_LIBRARIES spmd_torch_cuda)
   set(SPMD_WITH_CUDA ON)
   set(SPMD_CUDA_VERSION "${_spmd_wheel_cuda_version}")
   set(SPMD_CUDA_FROM "from the torch wheel; no CUDA toolkit needed")
@@ -197,6 +199,9 @@ elseif(_spmd_cuda_how STREQUAL "package")
                           "${_spmd_site_packages}/nvidia/nccl and the CUDA toolkit)")
     endif()
   endif()
+endif()
+if(_spmd_cuda_how STREQUAL "package")
+  set(SPMD_TORCH_CUDA_LIBRARIES ${TORCH_LIBRARIES})  # Torch's package links CUDA into everything
 else()
   # The CPU half of a CUDA wheel, without Torch's CMake package: what find_package(Torch) would
   # give a CPU program (headers, libtorch_cpu + libc10, the c10d defines, C++20).

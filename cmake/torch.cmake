@@ -79,11 +79,8 @@ file(WRITE "${PROJECT_BINARY_DIR}/spmd-build-kind.txt" "${SPMD_BUILD_KIND}\n")
 function(spmd_use_torch target)
   # Why CUDA is not built in, for the runtime line and the error that refuses device: cuda.
   target_compile_definitions(${target} PUBLIC "SPMD_CUDA_OFF_REASON=\"${SPMD_CUDA_OFF_REASON}\"")
+  # A CUDA build: the CUDA module exists (lib/kernels/cuda_module.h), which alone links CUDA.
   if(SPMD_WITH_CUDA)
-    target_compile_definitions(${target} PUBLIC SPMD_WITH_CUDA=1 USE_C10D_NCCL USE_CUDA)
-    # SYSTEM BEFORE: ahead of a CUDA toolkit's include dir (Torch's package), which may carry an
-    # older nccl.h.
-    target_include_directories(${target} SYSTEM BEFORE PUBLIC "${SPMD_NCCL_INCLUDE_DIR}")
-    target_link_libraries(${target} PUBLIC "${SPMD_NCCL_LIBRARY}")
+    target_compile_definitions(${target} PUBLIC SPMD_WITH_CUDA=1)
   endif()
 endfunction()

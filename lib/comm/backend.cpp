@@ -1,4 +1,5 @@
-// Device and backend selection (see backend.h); the CUDA calls exist only in CUDA builds.
+// Device and backend selection (see backend.h); the CUDA calls go through the CUDA module
+// (kernels/cuda_module.h), which a CUDA build loads only where a GPU can be.
 #include "comm/backend.h"
 
 #include <map>
@@ -8,33 +9,26 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include "kernels/cuda_module.h"
 #include "util/error.h"
-
-#ifdef SPMD_WITH_CUDA
-#include <cuda_runtime_api.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
-#endif
 
 namespace spmd {
 
-bool built_with_cuda() {
-#ifdef SPMD_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
+bool built_with_cuda() { return cuda::built(); }
 
 int visible_gpus() {
-#ifdef SPMD_WITH_CUDA
-  return static_cast<int>(c10::cuda::device_count());  // 0, not an error, when no driver or GPU
-#else
-  return 0;
-#endif
+  if (!cuda::built() || !cuda::gpu_device_node_present()) return 0;  // nothing loaded, no driver asked
+  return cuda::module().device_count();
 }
 
 namespace {
+// Whether the CUDA libraries are in this process, for the runtime line.
+std::string cuda_load_note() {
+  if (cuda::loaded()) return " (loaded)";
+  if (!cuda::gpu_device_node_present()) return " (not loaded: no GPU device node, /dev/nvidiactl, /dev/nvidia0 or /dev/dxg)";
+  return " (not loaded)";
+}
+
 // Why `key: value` cannot run here, or "" when it can.
 std::string cuda_unavailable(const std::string& key, const std::string& value) {
   if (!built_with_cuda())
@@ -67,10 +61,11 @@ ResolvedRuntime resolve_runtime(const RuntimeConfig& runtime) {
   r.device = runtime.device == "auto" ? (gpu ? "cuda" : "cpu") : runtime.device;
   if (runtime.backend == "nccl") r.device = "cuda";
   r.backend = runtime.backend == "auto" ? (r.device == "cuda" ? "nccl" : "gloo") : runtime.backend;
+  const int gpus = visible_gpus();  // loads the CUDA module where a GPU device node exists
   r.reason = fmt::format("runtime: device {} ({}), backend {} ({}); this build {} CUDA{}, {} GPU(s) visible", r.device,
                          runtime.device == "auto" ? "auto" : "asked", r.backend,
                          runtime.backend == "auto" ? "auto" : "asked", built_with_cuda() ? "has" : "lacks",
-                         built_with_cuda() ? "" : fmt::format(" ({})", SPMD_CUDA_OFF_REASON), visible_gpus());
+                         built_with_cuda() ? cuda_load_note() : fmt::format(" ({})", SPMD_CUDA_OFF_REASON), gpus);
   r.tf32 = r.device == "cuda" && runtime.tf32;
   if (r.device == "cuda")
     r.reason += r.tf32 ? "; fp32 matmuls on TF32 tensor cores (runtime.tf32)"
@@ -81,11 +76,10 @@ ResolvedRuntime resolve_runtime(const RuntimeConfig& runtime) {
 std::string gpu_identity(c10::Device device) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-#ifdef SPMD_WITH_CUDA
-  char bus_id[32] = {};
-  if (device.is_cuda() && cudaDeviceGetPCIBusId(bus_id, static_cast<int>(sizeof bus_id), device.index()) == cudaSuccess)
-    return fmt::format("{}/{}", host, bus_id);
-#endif
+  if (device.is_cuda()) {
+    const std::string bus_id = cuda::module().pci_bus_id(device.index());
+    if (!bus_id.empty()) return fmt::format("{}/{}", host, bus_id);
+  }
   return fmt::format("{}/{}", host, device.str());  // no bus id to be had: the index still tells GPUs apart
 }
 
@@ -118,42 +112,26 @@ void refuse_shared_gpus(const RuntimeConfig& config, int local_ranks) {
 
 c10::Device rank_device(const ResolvedRuntime& runtime, int local_rank) {
   if (runtime.device != "cuda") return c10::Device(c10::kCPU);
-#ifdef SPMD_WITH_CUDA
   const auto index = static_cast<c10::DeviceIndex>(local_rank % visible_gpus());
-  c10::cuda::set_device(index);  // NCCL and the caching allocator work on the current device
+  cuda::module().set_device(index);  // NCCL and the caching allocator work on the current device
   // cuBLAS's fp32 products on TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation), as
   // PyTorch's torch.backends.cuda.matmul.fp32_precision = "tf32" (the newer form of allow_tf32;
   // libtorch refuses a mix of the two); off: "ieee", full fp32 products.
   at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL,
                                           runtime.tf32 ? at::Float32Precision::TF32 : at::Float32Precision::IEEE);
   return c10::Device(c10::kCUDA, index);
-#else
-  throw RuntimeError("rank_device: cuda in a build without CUDA (resolve_runtime should have refused it)");
-#endif
 }
 
 void synchronize(c10::Device device) {
-#ifdef SPMD_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::device_synchronize();
-#endif
+  if (device.is_cuda()) cuda::module().synchronize(device.index());
 }
 
 std::string device_name(c10::Device device) {
-#ifdef SPMD_WITH_CUDA
-  cudaDeviceProp properties{};
-  if (device.is_cuda() && cudaGetDeviceProperties(&properties, device.index()) == cudaSuccess) return properties.name;
-#endif
-  return "";
+  return device.is_cuda() ? cuda::module().device_name(device.index()) : "";
 }
 
 int64_t peak_device_tensor_bytes(c10::Device device) {
-#ifdef SPMD_WITH_CUDA
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
-  }
-#endif
-  return -1;
+  return device.is_cuda() ? cuda::module().peak_allocated_bytes(device.index()) : -1;
 }
 
 }  // namespace spmd

@@ -1,18 +1,12 @@
-// make_backend: Gloo everywhere, NCCL where the build has CUDA (SPMD_WITH_CUDA).
+// make_backend: Gloo everywhere, NCCL from the CUDA module where the build has it.
 #include "comm/backend_factory.h"
 
 #include <cstdlib>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "kernels/cuda_module.h"
 #include "util/error.h"
-
-#ifdef SPMD_WITH_CUDA
-#ifndef USE_C10D_NCCL
-#define USE_C10D_NCCL  // ProcessGroupNCCL.hpp declares nothing without it
-#endif
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 namespace spmd {
 
@@ -27,24 +21,13 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store
   options->threads = 2;
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
 }
-
-#ifdef SPMD_WITH_CUDA
-c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                  std::chrono::milliseconds timeout) {
-  auto options = c10d::ProcessGroupNCCL::Options::create();
-  options->timeout = timeout;  // the watchdog tears the process down when a collective outlives it
-  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
-}
-#endif
 }  // namespace
 
 c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& kind, const c10::intrusive_ptr<c10d::Store>& store,
                                                      int rank, int size, std::chrono::milliseconds timeout,
                                                      const std::string& gloo_address) {
   if (kind == "gloo") return make_gloo(store, rank, size, timeout, gloo_address);
-#ifdef SPMD_WITH_CUDA
-  if (kind == "nccl") return make_nccl(store, rank, size, timeout);
-#endif
+  if (kind == "nccl" && cuda::built()) return cuda::module().make_nccl(store, rank, size, timeout);
   throw RuntimeError("make_backend: backend '" + kind + "' is not available in this build");
 }
 

@@ -6,9 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include "kernels/cpu/vector_math.h"
-#ifdef SPMD_WITH_CUDA
-#include "kernels/cuda/counter_dropout.h"
-#endif
+#include "kernels/cuda_module.h"
 #include "util/error.h"
 
 namespace spmd::kernels {
@@ -75,12 +73,10 @@ void DropoutDraws::fill_row(float* out, int64_t first, int64_t n) const {
 
 at::Tensor DropoutDraws::materialize(c10::Device device) const {
   at::Tensor mask = at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(device));
-#ifdef SPMD_WITH_CUDA
-  if (device.is_cuda()) {
-    cuda::counter_dropout_mask(mask, block, key, p_scaled(), keep_scale());
+  if (device.is_cuda() && spmd::cuda::built()) {
+    spmd::cuda::module().counter_dropout_mask(mask, block, key, p_scaled(), keep_scale());
     return mask;
   }
-#endif
   if (!device.is_cpu()) return materialize(at::kCPU).to(device);  // another device: the CPU's bits, copied
   const int64_t row = shape.empty() ? 1 : shape.back(), rows = row ? numel_of(shape) / row : 0;
   float* out = mask.data_ptr<float>();

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/backend.h"
+#include "kernels/cuda_module.h"
 #include "kernels/kernels.h"
 #include "training_fixture.h"
 
@@ -352,4 +354,29 @@ TEST_CASE("training: FSDP issues one all-gather and one reduce-scatter per block
     CHECK(collectives["all_gather"].get<int64_t>() == c.microbatches * ((blocks + 2) + c.backward_gathers));
     CHECK(collectives["reduce_scatter"].get<int64_t>() == c.microbatches * (blocks + 2));
   }
+}
+
+TEST_CASE("training: a CUDA build's ranks map the CUDA libraries only on a host with a GPU device node") {
+  // The dynamic loader's own record (LD_DEBUG=files, one file per process): what each process of a
+  // 2-rank run (the launcher and both ranks) loaded.
+  TinyRun run;
+  const std::string log = run.dir.file("ld");
+  auto r = run_process({binary_path("spmd-train"), "--config", run.config, "--set", "output.dir=" + run.dir.file("out"),
+                        "--set", "mesh.shape=[2,1]", "--set", "train.steps=2"},
+                       {{"LD_DEBUG", "files"}, {"LD_DEBUG_OUTPUT", log}}, 300);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const bool gpu_host = spmd::cuda::gpu_device_node_present();
+  CHECK(contains(r.output, spmd::built_with_cuda() ? (gpu_host ? "this build has CUDA (loaded)" : "this build has CUDA (not loaded")
+                                                   : "this build lacks CUDA"));
+  int processes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(run.dir.path())) {
+    if (entry.path().filename().string().rfind("ld.", 0) != 0) continue;
+    const std::string record = read_all(entry.path().string());
+    if (!contains(record, "libtorch_cpu.so")) continue;  // a helper the launcher ran, not spmd-train
+    ++processes;
+    CAPTURE(entry.path().string());
+    const bool cuda_mapped = contains(record, "libtorch_cuda.so") || contains(record, "libnccl.so");
+    CHECK(cuda_mapped == (spmd::built_with_cuda() && gpu_host));
+  }
+  CHECK(processes >= 3);
 }

@@ -3,6 +3,7 @@
 
 #include "skip.h"
 #include "comm/backend.h"
+#include "kernels/cuda_module.h"
 #include "util/error.h"
 #include "util/test_hooks.h"
 
@@ -54,6 +55,26 @@ TEST_CASE("runtime: cuda or nccl where they cannot run is a usage error saying w
   }
   CHECK(usage_error_of(runtime("cuda", "auto")).find("runtime.device") != std::string::npos);
   CHECK(usage_error_of(runtime("auto", "nccl")).find("runtime.backend") != std::string::npos);
+}
+
+TEST_CASE("runtime: the CUDA module is loaded at start only where a GPU device node exists, and on request") {
+  if (!cuda::built()) {
+    CHECK_THROWS_AS(cuda::module(), RuntimeError);
+    SPMD_SKIP("built without CUDA (" SPMD_CUDA_OFF_REASON "): no CUDA module");
+  }
+  CHECK(cuda::loaded() == cuda::gpu_device_node_present());
+  const cuda::Module& module = cuda::module();
+  CHECK(cuda::loaded());
+  CHECK(&cuda::module() == &module);  // loaded once
+  const int gpus = module.device_count();
+  CHECK(gpus >= 0);
+  if (!cuda::gpu_device_node_present()) {
+    CHECK(gpus == 0);
+    CHECK(visible_gpus() == 0);
+    CHECK(module.device_name(0).empty());  // the driver has nothing to say
+  } else {
+    CHECK(visible_gpus() == gpus);
+  }
 }
 
 TEST_CASE("runtime: the rank's device is the CPU for a CPU run") {
