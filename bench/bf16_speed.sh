@@ -13,9 +13,8 @@ before=${1:?BEFORE build dir}
 after=${2:?AFTER build dir}
 rounds=${3:-3}
 out=${4:-bench-out/bf16}
-for b in "$before" "$after"; do
-  [ -x "$b/bench/bench_train" ] || { echo "bf16_speed: no $b/bench/bench_train" >&2; exit 1; }
-done
+source bench/common.sh
+need_program bf16_speed bench/bench_train "$before" "$after"
 [ -f datasets/shakespeare_char/train.bin ] || { echo "bf16_speed: no datasets/shakespeare_char (bench/NOTES.md, Data)" >&2; exit 1; }
 mkdir -p "$out"
 

@@ -14,7 +14,7 @@ out=${3:-bench-out/blas}
 train=$build/app/spmd-train
 [ -x "$train" ] || { echo "blas_choice_stability: no $train (bash scripts/build spmd-train)" >&2; exit 1; }
 mkdir -p "$out"
-work=$(mktemp -d)
+source bench/common.sh
 loops=()
 stop_loops() {
   for pid in "${loops[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -27,14 +27,7 @@ cpus=$(nproc)
 # The tests' tiny model on zero tokens: a start only has to reach the choice and take one step.
 head -c 40000 /dev/zero >"$work/train.bin"
 cp "$work/train.bin" "$work/val.bin"
-cat >"$work/tiny.yaml" <<EOF
-mesh: {shape: [1, 1], axes: [data, model]}
-sharding_rules: [[batch, data], [vocab, model], [heads, model], [mlp, model], [embed, null], [seq, null], [kv, null]]
-model: {vocab_size: 72, block_size: 16, n_layer: 2, n_head: 8, n_embd: 32, dropout: 0.0}
-data: {train: $work/train.bin, val: $work/val.bin, batch_size: 8}
-train: {steps: 1, decay_steps: 1, warmup_steps: 0, lr: 3.0e-3, log_every: 1, eval_every: 0}
-runtime: {timeout_s: 60, device: cpu, backend: gloo}
-EOF
+tiny_config "$work/tiny.yaml" "$work" "[1, 1]" 1
 
 cold_start() {  # $1: quiet or loaded, $2: index
   local dir=$work/$1-$2

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <string>
 
 #include "util/error.h"
 
@@ -15,20 +16,37 @@ namespace {
 const Module* g_module = nullptr;
 std::mutex g_mutex;
 
+#ifdef SPMD_CUDA_MODULE_PATH
+// Where the module is: beside an installed program (PREFIX/bin/spmd-train -> PREFIX/lib/, as
+// Dockerfile.cuda installs it), else where the build put it.
+std::string module_path() {
+  char exe[4096] = {};
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    std::string dir(exe, static_cast<size_t>(n));
+    dir.erase(dir.find_last_of('/') + 1);
+    const std::string installed = dir + "../lib/libspmd_cuda.so";
+    if (access(installed.c_str(), F_OK) == 0) return installed;
+  }
+  return SPMD_CUDA_MODULE_PATH;
+}
+#endif
+
 const Module& load() {
 #ifdef SPMD_CUDA_MODULE_PATH
   const std::lock_guard<std::mutex> lock(g_mutex);
   if (g_module) return *g_module;
+  const std::string path = module_path();
   // RTLD_GLOBAL: libtorch_cuda and NCCL as if linked into the program.
-  void* handle = dlopen(SPMD_CUDA_MODULE_PATH, RTLD_NOW | RTLD_GLOBAL);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!handle) {
     const char* why = dlerror();
     throw RuntimeError(fmt::format("cannot load this build's CUDA module {} ({}); rebuild with bash scripts/build",
-                                   SPMD_CUDA_MODULE_PATH, why ? why : "no reason given"));
+                                   path, why ? why : "no reason given"));
   }
   using Entry = const Module* (*)();
   auto entry = reinterpret_cast<Entry>(dlsym(handle, "spmd_cuda_module"));
-  if (!entry) throw RuntimeError(fmt::format("{} has no spmd_cuda_module entry", SPMD_CUDA_MODULE_PATH));
+  if (!entry) throw RuntimeError(fmt::format("{} has no spmd_cuda_module entry", path));
   g_module = entry();
   return *g_module;
 #else
