@@ -44,7 +44,8 @@ std::string cuda_unavailable(const std::string& key, const std::string& value) {
 }  // namespace
 
 ResolvedRuntime resolve_runtime(const RuntimeConfig& runtime) {
-  const bool gpu = built_with_cuda() && visible_gpus() > 0;
+  const int gpus = visible_gpus();  // loads the CUDA module where a GPU device node exists
+  const bool gpu = gpus > 0;
   ResolvedRuntime r;
   if (runtime.device == "cuda") {
     const std::string why = cuda_unavailable("runtime.device", "cuda");
@@ -61,7 +62,6 @@ ResolvedRuntime resolve_runtime(const RuntimeConfig& runtime) {
   r.device = runtime.device == "auto" ? (gpu ? "cuda" : "cpu") : runtime.device;
   if (runtime.backend == "nccl") r.device = "cuda";
   r.backend = runtime.backend == "auto" ? (r.device == "cuda" ? "nccl" : "gloo") : runtime.backend;
-  const int gpus = visible_gpus();  // loads the CUDA module where a GPU device node exists
   r.reason = fmt::format("runtime: device {} ({}), backend {} ({}); this build {} CUDA{}, {} GPU(s) visible", r.device,
                          runtime.device == "auto" ? "auto" : "asked", r.backend,
                          runtime.backend == "auto" ? "auto" : "asked", built_with_cuda() ? "has" : "lacks",
