@@ -15,6 +15,10 @@ enum class PipelineSchedule { kOneFOneB, kGPipe, kInterleaved };
 enum class Remat { kNone, kSelective, kFull };
 // runtime.context_exchange: how context parallelism's attention gets the other ranks' keys and values.
 enum class ContextExchange { kAllGather, kRing };
+// runtime.cpu_kernels: on a CPU, the fused CPU kernels (fused) or the device-generic ops a GPU runs
+// (generic: libtorch's SDPA and fused AdamW, the unfused elementwise ops, bf16 products, the update
+// decided on the device), so the GPU's code path runs and is tested on a CPU.
+enum class CpuKernels { kFused, kGeneric };
 // model.matmul_dtype: the operand dtype of the dense products and the LM head.
 enum class MatmulDtype { kFloat32, kBFloat16 };
 // model.arch: the model family (lib/model/model.h; docs/models.md).
@@ -47,6 +51,14 @@ inline std::string name_of(ContextExchange exchange) {
   switch (exchange) {
     case ContextExchange::kAllGather: return "all_gather";
     case ContextExchange::kRing: return "ring";
+  }
+  return "?";
+}
+
+inline std::string name_of(CpuKernels kernels) {
+  switch (kernels) {
+    case CpuKernels::kFused: return "fused";
+    case CpuKernels::kGeneric: return "generic";
   }
   return "?";
 }

@@ -306,6 +306,8 @@ const Section<RuntimeConfig>& runtime_section() {
       enum_choice("remat", &R::remat, {Remat::kNone, Remat::kFull, Remat::kSelective}),
       enum_choice("context_exchange", &R::context_exchange, {ContextExchange::kAllGather, ContextExchange::kRing})
           .emitted_if([](const R& rt) { return rt.context_exchange != ContextExchange::kAllGather; }),
+      enum_choice("cpu_kernels", &R::cpu_kernels, {CpuKernels::kFused, CpuKernels::kGeneric})
+          .emitted_if([](const R& rt) { return rt.cpu_kernels != CpuKernels::kFused; }),
       checked("pipeline_layers", &R::pipeline_layers, all_positive,
               "expected a list of positive block counts, one per pipeline stage")
           .emitted_if([](const R& rt) { return !rt.pipeline_layers.empty(); }),

@@ -159,6 +159,9 @@ struct RuntimeConfig {
   // sequence's) | ring (they travel around the context axes; only the blocks the causal mask
   // leaves visible are computed, and no (T/cp, T) probabilities are kept).
   ContextExchange context_exchange = ContextExchange::kAllGather;
+  // On a CPU: fused (the CPU's own kernels) | generic (the GPU's code path: device-generic ops,
+  // bf16 products, the update decided on the device; slower, for tests and the census).
+  CpuKernels cpu_kernels = CpuKernels::kFused;
 };
 
 struct Config {

@@ -17,7 +17,7 @@
 namespace spmd {
 
 namespace {
-int64_t product(const std::vector<int64_t>& v) {
+int64_t report_element_count(const std::vector<int64_t>& v) {
   return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>());
 }
 
@@ -182,7 +182,7 @@ nlohmann::json inspect_json(const Config& config, const ModelLayout& layout) {
   MemoryEstimate single = estimate_unsharded_memory(config.model, config.data.batch_size, config.train.microbatches,
                                                     config.runtime.remat, layout.on_gpu);
   int64_t global_param_bytes = 0;
-  for (const auto& p : layout.params) global_param_bytes += product(p.info.shape) * 4;
+  for (const auto& p : layout.params) global_param_bytes += report_element_count(p.info.shape) * 4;
   nlohmann::json out = {{"mesh", {{"shape", layout.mesh.shape()}, {"axes", layout.mesh.axes()}}},
                         {"batch_axes", layout.batch_axes},
                         {"data_parallel_size", layout.dp_size()},

@@ -2,6 +2,7 @@
 // elsewhere. The generic forms are the fused kernels' references (tests/unit/test_kernels_dispatch).
 #include "kernels/kernels.h"
 
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -17,9 +18,23 @@
 #include "kernels/cpu/fused_gelu.h"
 #include "kernels/cpu/fused_linear.h"
 #include "kernels/cpu/sum_of_squares.h"
+#include "kernels/gpu_stand_ins.h"
 #include "util/error.h"
 
 namespace spmd::kernels {
+
+// ---- Which kernels a CPU runs ----
+
+namespace {
+std::atomic<CpuKernels> g_cpu_kernels{CpuKernels::kFused};
+
+// Whether the fused CPU kernels may run at all; each still checks its operands (cpu::*_supports).
+bool fused_cpu() { return g_cpu_kernels.load(std::memory_order_relaxed) == CpuKernels::kFused; }
+}  // namespace
+
+void use_cpu_kernels(CpuKernels kernels) { g_cpu_kernels.store(kernels, std::memory_order_relaxed); }
+
+bool takes_generic_path(c10::Device device) { return !device.is_cpu() || !fused_cpu(); }
 
 // ---- Dense products ----
 
@@ -38,11 +53,13 @@ at::ScalarType matmul_operand_dtype(MatmulDtype dtype) {
 }
 
 at::ScalarType matmul_operand_dtype(MatmulDtype dtype, c10::Device device) {
-  if (device.is_cpu() && !cpu::takes_bf16_products()) return at::kFloat;
+  if (!takes_generic_path(device) && !cpu::takes_bf16_products()) return at::kFloat;
   return matmul_operand_dtype(dtype);
 }
 
 std::string matmul_dtype_note(MatmulDtype dtype, c10::Device device) {
+  if (device.is_cpu() && takes_generic_path(device))
+    return "matmuls " + name_of(dtype) + "; CPU kernels generic (runtime.cpu_kernels: the GPU's code path)";
   if (dtype != MatmulDtype::kBFloat16) return "matmuls float32";
   if (!device.is_cpu()) return "matmuls bfloat16";
   switch (cpu::bf16_products()) {
@@ -58,14 +75,14 @@ std::string matmul_dtype_note(MatmulDtype dtype, c10::Device device) {
 
 at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                          at::ScalarType operand_dtype) {
-  if (operand_dtype == at::kFloat && cpu::fused_linear_supports(x, w)) return cpu::fused_linear(x, w, bias);
+  if (operand_dtype == at::kFloat && fused_cpu() && cpu::fused_linear_supports(x, w)) return cpu::fused_linear(x, w, bias);
   return linear_forward(x, w, bias, operand_dtype);  // here only libtorch ops, which autograd records
 }
 
 at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                           at::ScalarType operand_dtype) {
   if (c10::isReducedFloatingType(operand_dtype)) return reduced_precision_product(x, w, bias, operand_dtype);
-  if (cpu::fused_linear_supports(x, w)) return cpu::fused_linear_forward(x, w, bias);
+  if (fused_cpu() && cpu::fused_linear_supports(x, w)) return cpu::fused_linear_forward(x, w, bias);
   return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
 }
 
@@ -79,7 +96,7 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
     if (need_dbias) g.dbias = dy.sum(0).to(at::kFloat);  // as addmm's backward: a bf16 sum (float32 inside)
     return g;
   }
-  if (cpu::fused_linear_supports(x, w)) {
+  if (fused_cpu() && cpu::fused_linear_supports(x, w)) {
     g = cpu::fused_linear_backward(x, w, dy, need_dx, need_dw);
   } else {
     if (need_dx) g.dx = at::mm(dy, w.t());
@@ -93,7 +110,7 @@ void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at:
                             at::ScalarType operand_dtype) {
   if (c10::isReducedFloatingType(operand_dtype)) {  // x and dy may already be in it (bf16 activations)
     const at::Tensor xr = x.to(operand_dtype), dyr = dy.to(operand_dtype);
-    if (operand_dtype == at::kBFloat16 && dw.is_cpu() && dw.scalar_type() == at::kFloat && cpu::has_bf16_gemm()) {
+    if (operand_dtype == at::kBFloat16 && fused_cpu() && dw.is_cpu() && dw.scalar_type() == at::kFloat && cpu::has_bf16_gemm()) {
       cpu::bf16_accumulate_weight_grad(dw, xr, dyr);  // one GEMM accumulating in float32 into dw
       return;
     }
@@ -103,11 +120,38 @@ void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at:
       dw.t().add_(at::mm(dyr.t(), xr));
     else
       dw.add_(at::mm(xr.t(), dyr));
-  } else if (cpu::fused_linear_supports(x, dw) && dy.device().is_cpu() && dy.scalar_type() == at::kFloat) {
+  } else if (fused_cpu() && cpu::fused_linear_supports(x, dw) && dy.device().is_cpu() && dy.scalar_type() == at::kFloat) {
     cpu::fused_accumulate_weight_grad(dw, x, dy);
   } else {
     dw.addmm_(x.t(), dy);
   }
+}
+
+// ---- Products with a float32 result (the GPU's LM head) ----
+
+namespace {
+bool both_float(const at::Tensor& x, const at::Tensor& w) {
+  return x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat;
+}
+}  // namespace
+
+at::Tensor product_float_out(const at::Tensor& x, const at::Tensor& w) {
+  if (both_float(x, w)) return at::mm(x, w);
+  if (x.is_cuda()) return at::mm(x, w, at::kFloat);
+  return gpu_stand_in::mm_float_out(x, w);
+}
+
+void add_product_float_out(const at::Tensor& acc, const at::Tensor& x, const at::Tensor& w, double alpha) {
+  SPMD_ASSERT(acc.scalar_type() == at::kFloat, "add_product_float_out: a float32 accumulator, got {}",
+              c10::toString(acc.scalar_type()));
+  if (!acc.is_contiguous() && acc.t().is_contiguous()) {  // (acc^T += alpha w^T x^T): one pass in its own layout
+    add_product_float_out(acc.t(), w.t(), x.t(), alpha);
+    return;
+  }
+  at::Tensor out = acc;  // a handle: the _out ops take a non-const reference
+  if (both_float(x, w)) out.addmm_(x, w, 1.0, alpha);
+  else if (acc.is_cuda()) at::addmm_out(out, acc, x, w, at::kFloat, 1.0, alpha);
+  else gpu_stand_in::addmm_float_out(acc, x, w, alpha);
 }
 
 // ---- Attention and activation ----
@@ -166,7 +210,7 @@ at::Tensor causal_attention(const at::Tensor& qkv, const at::Tensor& dropout_mas
   // flash kernels (softmax in float32 inside, as autocast runs it).
   if (c10::isReducedFloatingType(operand_dtype) && operand_dtype != qkv.scalar_type())
     return causal_attention(qkv.to(operand_dtype), dropout_mask, operand_dtype, document_starts);
-  if (cpu::fused_attention_supports(qkv, dropout_mask, document_starts))
+  if (fused_cpu() && cpu::fused_attention_supports(qkv, dropout_mask, document_starts))
     return cpu::fused_causal_attention(qkv, dropout_mask, document_starts);
   // libtorch's fused attention (flash / memory-efficient on CUDA; packed documents as a boolean
   // mask of the keys taking part). Its own dropout is not a function of global indices, so a
@@ -186,7 +230,7 @@ at::Tensor causal_attention(const at::Tensor& qkv, const DropoutDraws& dropout, 
                             const at::Tensor& document_starts) {
   const at::Tensor operands =
       c10::isReducedFloatingType(operand_dtype) && operand_dtype != qkv.scalar_type() ? qkv.to(operand_dtype) : qkv;
-  if (cpu::fused_attention_supports(operands, at::Tensor(), document_starts))
+  if (fused_cpu() && cpu::fused_attention_supports(operands, at::Tensor(), document_starts))
     return cpu::fused_causal_attention(operands, dropout, document_starts);
   const at::Tensor mask = dropout.defined() ? dropout.materialize(qkv.device()) : at::Tensor();
   return causal_attention(operands, mask, operand_dtype, document_starts);
@@ -234,7 +278,7 @@ at::Tensor masked_block_scores(const AttentionBlock& b) {
 }  // namespace
 
 BlockAttention block_attention(const AttentionBlock& block) {
-  if (cpu::block_attention_supports(block)) return cpu::fused_block_attention(block);
+  if (fused_cpu() && cpu::block_attention_supports(block)) return cpu::fused_block_attention(block);
   at::Tensor s = masked_block_scores(block);
   const at::Tensor lse = at::logsumexp(s, -1, true);
   // A query that sees no key here: lse -inf, probabilities 0 (not exp(-inf + inf)).
@@ -244,7 +288,7 @@ BlockAttention block_attention(const AttentionBlock& block) {
 }
 
 void block_attention_backward(const AttentionBlock& block, const BlockGradients& g) {
-  if (cpu::block_attention_supports(block, {g.d_out, g.lse, g.row_dot, g.dq, g.dk, g.dv})) {
+  if (fused_cpu() && cpu::block_attention_supports(block, {g.d_out, g.lse, g.row_dot, g.dq, g.dk, g.dv})) {
     cpu::fused_block_attention_backward(block, g);
     return;
   }
@@ -260,7 +304,7 @@ void block_attention_backward(const AttentionBlock& block, const BlockGradients&
 }
 
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
-  if (cpu::fused_gelu_supports(h, bias)) return cpu::fused_bias_gelu(h, bias);
+  if (fused_cpu() && cpu::fused_gelu_supports(h, bias)) return cpu::fused_bias_gelu(h, bias);
   if (!bias.defined()) return at::gelu(h, "tanh");
   // A bf16 h takes its bias in bf16 (autocast's: it stays bf16); other dtypes promote as usual.
   return at::gelu(h + (c10::isReducedFloatingType(h.scalar_type()) ? bias.to(h.scalar_type()) : bias), "tanh");
@@ -268,7 +312,7 @@ at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
 
 at::Tensor dropout(const at::Tensor& x, const DropoutDraws& draws) {
   if (!draws.defined()) return x;
-  if (cpu::fused_dropout_supports(x, draws)) return cpu::fused_dropout(x, draws);
+  if (fused_cpu() && cpu::fused_dropout_supports(x, draws)) return cpu::fused_dropout(x, draws);
   return x * draws.materialize(x.device());
 }
 
@@ -283,7 +327,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 // ---- Optimizer and norms ----
 
 void adamw_update(at::Tensor& p, const at::Tensor& g_in, at::Tensor& m, at::Tensor& v, const AdamWScalars& s) {
-  if (cpu::fused_adamw_supports(p, g_in, m, v)) {
+  if (fused_cpu() && cpu::fused_adamw_supports(p, g_in, m, v)) {
     cpu::fused_adamw_update(p, g_in, m, v, s);
     // Written through raw pointers: bump the version as an in-place op would, so copies keyed on
     // it (the bf16 weight cache) and autograd's saved-tensor checks see the update.
@@ -300,14 +344,14 @@ void adamw_update(at::Tensor& p, const at::Tensor& g_in, at::Tensor& m, at::Tens
 
 at::Tensor sum_of_squares(const at::Tensor& t) {
   // On the host the double is already there: wrap it rather than launch tensor ops.
-  if (cpu::fused_sum_of_squares_supports(t)) return at::scalar_tensor(cpu::fused_sum_of_squares(t), at::kDouble);
+  if (fused_cpu() && cpu::fused_sum_of_squares_supports(t)) return at::scalar_tensor(cpu::fused_sum_of_squares(t), at::kDouble);
   return t.to(at::kDouble).pow(2).sum();  // stays on t's device: no host sync
 }
 
 at::Tensor sum_of_squares(const std::vector<at::Tensor>& tensors, c10::Device device) {
   const auto options = at::TensorOptions().dtype(at::kDouble).device(device);
   if (tensors.empty()) return at::zeros({}, options);
-  if (device.is_cpu()) {
+  if (!takes_generic_path(device)) {
     double total = 0;
     for (const auto& t : tensors) total += sum_of_squares(t).item<double>();
     return at::scalar_tensor(total, options);

@@ -6,11 +6,21 @@
 
 #include <ATen/ATen.h>
 
-#include "config/choices.h"  // MatmulDtype only: no config, no dependencies
+#include "config/choices.h"  // MatmulDtype and CpuKernels only: no config, no dependencies
 #include "kernels/attention_block.h"
 #include "kernels/dropout_draws.h"
 
 namespace spmd::kernels {
+
+// ---- Which kernels a CPU runs ----
+
+// runtime.cpu_kernels for this process (fused until set): generic turns every fused CPU kernel
+// off, so a CPU runs the ops a GPU runs (the GPU's code path, for tests and the census).
+void use_cpu_kernels(CpuKernels kernels);
+// Whether `device` takes the device-generic path: any GPU, and a CPU set to generic kernels.
+// There the products take model.matmul_dtype as asked, and the training step decides its update
+// on the device without reading numbers back (AdamW::step_on_device).
+bool takes_generic_path(c10::Device device);
 
 // ---- Dense products ----
 
@@ -50,6 +60,17 @@ LinearGrads linear_backward(const at::Tensor& x, const at::Tensor& w, const at::
 // as linear_backward's, then added (a bf16 temporary of w's size).
 void accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, const at::Tensor& dy,
                             at::ScalarType operand_dtype = at::kFloat);
+
+// ---- Products with a float32 result (the GPU's LM head) ----
+
+// x (n, K) w (K, N) -> (n, N) float32: with reduced-precision operands (bf16) accumulated in
+// float32 and never rounded to their dtype: at::mm's out_dtype on CUDA (one cuBLAS call), the
+// CPU stand-in of the same numerics elsewhere (kernels/gpu_stand_ins.h). No autograd.
+at::Tensor product_float_out(const at::Tensor& x, const at::Tensor& w);
+// acc += alpha x w, acc float32 (K, N) (or the transpose of a contiguous (N, K): a tied table's
+// gradient), the product accumulated into it in float32 by the product itself: no temporary of
+// acc's size and no separate add. No autograd.
+void add_product_float_out(const at::Tensor& acc, const at::Tensor& x, const at::Tensor& w, double alpha);
 
 // ---- Attention and activation ----
 

@@ -64,6 +64,10 @@ void AdamW::step_on_device(double lr, const at::Tensor& grad_scale, const at::Te
     at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1_, beta2_,
                       decayed ? weight_decay_ : 0.0, eps_, /*amsgrad=*/false, /*maximize=*/false, inverse_scale,
                       skip);
+    // The fused kernel writes the parameters without bumping their version counters (torch 2.15):
+    // bump them as an in-place op would, or copies keyed on the version (the bf16 weights of
+    // parallel/param_cast_cache.h) keep the weights of the step they were cast at.
+    for (const at::Tensor& p : params) p.unsafeGetTensorImpl()->bump_version();
   }
 }
 

@@ -47,50 +47,99 @@ at::Tensor row_losses(at::Tensor& z, const at::Tensor& column, const at::Tensor&
   return sum_exp.log() + row_max - sums[1];
 }
 
+// One chunk of rows and what the head writes for it.
+struct HeadChunk {
+  at::Tensor x, targets;  // (n, C), (n,)
+  at::Tensor losses, dx;  // (n,) and (n, C) slices of the pass's; dx undefined where not asked for
+};
+
+// What every chunk shares.
+struct HeadProducts {
+  at::Tensor w;           // (C, V_local) in the operand dtype
+  at::Tensor dtable;      // (V_local, C) float32 accumulator; undefined where not asked for
+  int64_t valid_local;    // columns at or past this are padding
+  double rows_total;      // N: the loss is the mean over every row of the pass
+};
+
+// The CPU's chunk (and any split vocabulary): the product in the operand dtype (bf16 as autocast
+// rounds it), the log-softmax and its gradient in float32, max and sum-exp reduced across the
+// vocab group.
+void vocab_parallel_chunk(const HeadChunk& c, const HeadProducts& p, const HeadShard& head) {
+  const int64_t V = p.w.size(1);
+  at::Tensor z = kernels::linear_forward(c.x, p.w, at::Tensor(), head.operand_dtype).to(at::kFloat);
+  if (p.valid_local < V) z.narrow(1, p.valid_local, V - p.valid_local).fill_(-INFINITY);
+  const at::Tensor local_target = c.targets - head.vocab_offset;
+  const at::Tensor scored = c.targets >= 0;
+  const at::Tensor here = (local_target >= 0) & (local_target < V) & scored;
+  const at::Tensor column = local_target.masked_fill(~here, 0).unsqueeze(1);
+  const bool grads = c.dx.defined() || p.dtable.defined();
+  c.losses.copy_(row_losses(z, column, here, *head.vocab_group, grads).masked_fill_(~scored, 0.0));
+  if (!grads) return;
+  // d(sum of losses / N)/dz = (softmax - one_hot(target)) / N on scored rows, 0 elsewhere.
+  z.scatter_add_(1, column, here.to(z.scalar_type()).neg().unsqueeze(1));
+  z.mul_((scored.to(z.scalar_type()) / p.rows_total).unsqueeze(1));
+  const at::Tensor dz = z.to(head.operand_dtype);
+  if (c.dx.defined()) c.dx.copy_(kernels::linear_backward(c.x, p.w, dz, true, false, false, head.operand_dtype).dx);
+  if (p.dtable.defined()) kernels::accumulate_weight_grad(p.dtable.t(), c.x, dz, head.operand_dtype);
+}
+
+// The GPU's chunk (the whole vocabulary on this rank): float32 logits straight from the product,
+// one log-softmax pass, softmax - one-hot written in the operand dtype in one pass; 1/N goes into
+// the products (alpha, or the (n, C) rows of dx) and unscored rows are zeroed on the (n, C) side,
+// so no other pass touches the (n, V) logits.
+void whole_vocab_chunk(const HeadChunk& c, const HeadProducts& p, const HeadShard& head) {
+  const int64_t V = p.w.size(1);
+  at::Tensor z = kernels::product_float_out(c.x, p.w);  // (n, V) float32
+  if (p.valid_local < V) z.narrow(1, p.valid_local, V - p.valid_local).fill_(-INFINITY);
+  const at::Tensor log_probs = at::_log_softmax(z, 1, /*half_to_float=*/false);
+  z = at::Tensor();
+  const at::Tensor scored = c.targets >= 0;
+  const at::Tensor column = c.targets.masked_fill(~scored, 0).unsqueeze(1);
+  c.losses.copy_(log_probs.gather(1, column).squeeze(1).neg().masked_fill_(~scored, 0.0));
+  if (!c.dx.defined() && !p.dtable.defined()) return;
+  at::Tensor dz = at::empty(log_probs.sizes(), log_probs.options().dtype(head.operand_dtype));
+  at::exp_out(dz, log_probs);  // the softmax, rounded once to the operand dtype
+  dz.scatter_add_(1, column, scored.to(dz.scalar_type()).neg().unsqueeze(1));
+  const at::Tensor row_weight = (scored.to(at::kFloat) / p.rows_total).unsqueeze(1);  // (n, 1)
+  if (c.dx.defined())
+    c.dx.copy_(kernels::linear_backward(c.x, p.w, dz, true, false, false, head.operand_dtype).dx.mul_(row_weight));
+  if (p.dtable.defined()) {
+    const at::Tensor x_scored = c.x.to(head.operand_dtype).masked_fill(~scored.unsqueeze(1), 0);
+    kernels::add_product_float_out(p.dtable.t(), x_scored.t(), dz, 1.0 / p.rows_total);
+  }
+}
+
 HeadPass run_head(const at::Tensor& x_in, const at::Tensor& stored, const at::Tensor& targets, const HeadShard& head,
                   bool need_dx, bool need_dtable) {
   const at::Tensor x = x_in.contiguous();
   const int64_t N = x.size(0);
   HeadPass pass;
   pass.losses = at::empty({N}, x.options().dtype(at::kFloat));  // the loss in float32 whatever x's dtype
-  at::Tensor dtable;
+  if (need_dx) pass.dx = at::empty_like(x);
+  HeadProducts p;
   {
     const at::Tensor table = gathered_table(stored, head);  // (V_local, C)
     const int64_t V = table.size(0);
     SPMD_ASSERT(table.size(1) == x.size(1), "head: x has {} features, the table {}", x.size(1), table.size(1));
     // The products' (C, V_local) operand, rounded to the operand dtype once for all chunks.
-    const at::Tensor w = (head.operand_table.defined() ? head.operand_table : table.to(head.operand_dtype)).t();
-    const int64_t valid_local = std::clamp<int64_t>(head.valid_vocab - head.vocab_offset, 0, V);
-    const int64_t rows = head.chunk_rows > 0 ? head.chunk_rows : head_chunk_rows(V, N, x.is_cuda());
-    if (need_dx) pass.dx = at::empty_like(x);
-    if (need_dtable) dtable = at::zeros({V, x.size(1)}, table.options());  // float32, as the master table
+    p.w = (head.operand_table.defined() ? head.operand_table : table.to(head.operand_dtype)).t();
+    p.valid_local = std::clamp<int64_t>(head.valid_vocab - head.vocab_offset, 0, V);
+    p.rows_total = static_cast<double>(N);
+    if (need_dtable) p.dtable = at::zeros({V, x.size(1)}, table.options());  // float32, as the master table
+    const bool generic = kernels::takes_generic_path(x.device());
+    const bool whole_vocab = generic && head.vocab_group->size() == 1;
+    const int64_t rows = head.chunk_rows > 0 ? head.chunk_rows : head_chunk_rows(V, N, generic);
     for (int64_t start = 0; start < N; start += rows) {
       const int64_t n = std::min(rows, N - start);
-      const at::Tensor xc = x.narrow(0, start, n);
-      const at::Tensor tc = targets.narrow(0, start, n);
-      // (n, V_local) logits: the product in the operand dtype (bf16 as autocast rounds it), the
-      // log-softmax and its gradient in float32.
-      at::Tensor z = kernels::linear_forward(xc, w, at::Tensor(), head.operand_dtype).to(at::kFloat);
-      if (valid_local < V) z.narrow(1, valid_local, V - valid_local).fill_(-INFINITY);
-      const at::Tensor local_target = tc - head.vocab_offset;
-      const at::Tensor scored = tc >= 0;
-      const at::Tensor here = (local_target >= 0) & (local_target < V) & scored;
-      const at::Tensor column = local_target.masked_fill(~here, 0).unsqueeze(1);
-      const bool grads = need_dx || need_dtable;
-      pass.losses.narrow(0, start, n).copy_(row_losses(z, column, here, *head.vocab_group, grads).masked_fill_(~scored, 0.0));
-      if (!grads) continue;
-      // d(sum of losses / N)/dz = (softmax - one_hot(target)) / N on scored rows, 0 elsewhere.
-      z.scatter_add_(1, column, here.to(z.scalar_type()).neg().unsqueeze(1));
-      z.mul_((scored.to(z.scalar_type()) / static_cast<double>(N)).unsqueeze(1));
-      const at::Tensor dz = z.to(head.operand_dtype);
-      if (need_dx)
-        pass.dx.narrow(0, start, n)
-            .copy_(kernels::linear_backward(xc, w, dz, true, false, false, head.operand_dtype).dx);
-      if (need_dtable) kernels::accumulate_weight_grad(dtable.t(), xc, dz, head.operand_dtype);
+      const HeadChunk c{x.narrow(0, start, n), targets.narrow(0, start, n), pass.losses.narrow(0, start, n),
+                        need_dx ? pass.dx.narrow(0, start, n) : at::Tensor()};
+      if (whole_vocab) whole_vocab_chunk(c, p, head);
+      else vocab_parallel_chunk(c, p, head);
     }
+    p.w = at::Tensor();
   }  // the gathered table and its operand copy are freed here
   // FSDP: the table's gradient goes back to the shards now, so that only the shard's waits for backward.
-  if (need_dtable) pass.dtable = head.gathers.empty() ? dtable : fsdp_reduce_scatter(dtable, head.gathers);
+  if (need_dtable) pass.dtable = head.gathers.empty() ? p.dtable : fsdp_reduce_scatter(p.dtable, head.gathers);
   return pass;
 }
 

@@ -87,6 +87,8 @@ void apply_update_on_device(TrainState& s, StepResult& result) {
 }
 }  // namespace
 
+bool TrainState::reads_every_step() const { return !kernels::takes_generic_path(comm->device()); }
+
 TrainState build_train_state(const Config& config, const RendezvousInfo& rendezvous, bool single_process) {
   TrainState s;
   s.config = config;
@@ -99,6 +101,7 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   if (config.train.eval_every > 0) s.source_val_data = open_source_val_data(config);
   s.document_eot = document_eot_token(config);
   const ResolvedRuntime runtime = resolve_runtime(config.runtime);
+  kernels::use_cpu_kernels(config.runtime.cpu_kernels);
   s.comm = single_process ? std::make_unique<Communicator>(layout.mesh, runtime)
                           : std::make_unique<Communicator>(rendezvous, layout.mesh, runtime);
   // Every rank picks its BLAS now (a timed choice), not inside the first step's parallel region.

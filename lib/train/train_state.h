@@ -44,7 +44,9 @@ struct TrainState {
 
   int rank() const { return comm->rank(); }
   // Numbers (loss, norm, health) are read on the host at every step: free on the CPU.
-  bool reads_every_step() const { return comm->device().is_cpu(); }
+  // Whether the step reads its loss and norm on the host to decide the update (the CPU's fused
+  // path), rather than deciding on the device (a GPU, or runtime.cpu_kernels: generic).
+  bool reads_every_step() const;
   CheckpointState checkpoint_view() { return {config, *comm, *model, *optimizer, *loader, step}; }
   int64_t dp_size() const { return model->layout().dp_size(); }
   int64_t dp_index() const { return model->layout().dp_index(rank()); }

@@ -1,6 +1,7 @@
 // kernels/kernels.h on CPU: each entry against the plain libtorch computation, (a) where it picks
 // the fused CPU kernel (float32; checked to be that kernel's result) and (b) where it must take
 // the device-generic path (float64, or operands the fused kernel does not take).
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -9,6 +10,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "kernels/cpu/bf16_gemm.h"
@@ -305,4 +307,58 @@ TEST_CASE("kernels::sum_of_squares: a 0-dim float64 tensor, fused and generic") 
   CHECK(kernels::sum_of_squares(t).item<double>() == kernels::cpu::fused_sum_of_squares(t));  // fused on float32
   CHECK(at::equal(kernels::sum_of_squares(t.t()), t.t().to(at::kDouble).pow(2).sum()));  // strided: libtorch's ops
   CHECK(kernels::sum_of_squares(at::empty({0})).item<double>() == 0.0);
+}
+
+namespace {
+// The aten ops dispatched while `body` ran (top-level and nested), by name.
+std::vector<std::string> aten_ops_during(const std::function<void()>& body) {
+  static std::vector<std::string> seen;  // RecordFunction callbacks are plain functions
+  seen.clear();
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        seen.emplace_back(fn.name());
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION}));
+  body();
+  at::removeCallback(handle);
+  return seen;
+}
+
+bool has_op(const std::vector<std::string>& ops, const std::string& part) {
+  return std::any_of(ops.begin(), ops.end(), [&](const std::string& op) { return op.find(part) != std::string::npos; });
+}
+
+// Sets runtime.cpu_kernels for a scope, and back to fused after it.
+struct CpuKernelsScope {
+  explicit CpuKernelsScope(CpuKernels kernels) { kernels::use_cpu_kernels(kernels); }
+  ~CpuKernelsScope() { kernels::use_cpu_kernels(CpuKernels::kFused); }
+};
+}  // namespace
+
+TEST_CASE("kernels: runtime.cpu_kernels generic runs libtorch's device-generic ops on a CPU, with the same values") {
+  at::manual_seed(5);
+  const at::Tensor qkv = at::randn({2, 12, 3, 2, 8});
+  const at::Tensor x = at::randn({24, 16}), w = at::randn({16, 40}), bias = at::randn({40});
+  at::Tensor fused_y, generic_y, fused_h, generic_h;
+  const auto fused = aten_ops_during([&] {
+    fused_y = kernels::causal_attention(qkv);
+    fused_h = kernels::bias_gelu(kernels::dense_product(x, w), bias);
+  });
+  CHECK_FALSE(has_op(fused, "scaled_dot_product"));  // the CPU's own attention kernel
+  CHECK_FALSE(has_op(fused, "gelu"));
+  CHECK(kernels::takes_generic_path(c10::Device(c10::kCPU)) == false);
+  {
+    CpuKernelsScope generic(CpuKernels::kGeneric);
+    CHECK(kernels::takes_generic_path(c10::Device(c10::kCPU)));
+    CHECK((kernels::matmul_operand_dtype(MatmulDtype::kBFloat16, c10::Device(c10::kCPU)) == at::kBFloat16));
+    const auto ops = aten_ops_during([&] {
+      generic_y = kernels::causal_attention(qkv);
+      generic_h = kernels::bias_gelu(kernels::dense_product(x, w), bias);
+    });
+    CHECK(has_op(ops, "scaled_dot_product"));
+    CHECK(has_op(ops, "aten::gelu"));
+    CHECK(has_op(ops, "aten::mm"));
+  }
+  CHECK(at::allclose(generic_y, fused_y, 1e-5, 1e-6));
+  CHECK(at::allclose(generic_h, fused_h, 1e-5, 1e-5));
 }

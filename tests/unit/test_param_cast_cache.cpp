@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/fused_adamw.h"
 #include "kernels/kernels.h"
+#include "optim/adamw.h"
 #include "parallel/param_cast_cache.h"
 
 #include "doctest_check.h"
@@ -64,4 +65,23 @@ TEST_CASE("param cast cache: the gradients of every use of one copy land, float3
   const at::Tensor want = at::mm(x1.to(at::kBFloat16).to(at::kFloat).sum(0, true).t(), ones) +
                           at::mm(x2.to(at::kBFloat16).to(at::kFloat).sum(0, true).t(), ones);
   CHECK(at::allclose(w.grad(), want, 1e-2, 1e-2));
+}
+
+TEST_CASE("param cast cache: the on-device update (libtorch's fused AdamW, the GPU's) refreshes the bf16 copy") {
+  // at::_fused_adamw_ writes the parameters without bumping their versions (torch 2.15); the
+  // optimizer bumps them, else every later forward would keep the weights of the first cast.
+  at::manual_seed(4);
+  spmd::TrainConfig config;
+  at::Tensor w = at::randn({16, 8}).requires_grad_(true);
+  spmd::AdamW optimizer({w}, {true}, config);
+  ParamCastCache cache;
+  const at::Tensor before = cache.get(0, w, at::kBFloat16);
+  const int64_t version = w._version();
+  w.mutable_grad() = at::ones_like(w);
+  optimizer.step_on_device(0.1, at::ones({}, at::kDouble), at::ones({}, at::kBool));
+  CHECK(w._version() > version);
+  const at::Tensor after = cache.get(0, w, at::kBFloat16);
+  CHECK_FALSE(after.is_same(before));
+  CHECK(at::equal(after.to(at::kFloat), w.detach().to(at::kBFloat16).to(at::kFloat)));
+  CHECK_FALSE(at::equal(after, before));  // lr 0.1 moves every element past a bf16 rounding step
 }

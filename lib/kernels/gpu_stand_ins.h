@@ -1,0 +1,18 @@
+// CPU stand-ins for the calls only a GPU has (a product with a float32 result from bf16
+// operands: cuBLAS's out_dtype): the same inputs, outputs and numerics, slow where they must be,
+// so that the GPU's code path runs end to end on a CPU (runtime.cpu_kernels: generic). Each
+// records itself under one libtorch RecordFunction named "spmd::...", with its tensors, so that a
+// census of the ops counts it as the one launch it is on the GPU, with its real bytes.
+#pragma once
+#include <ATen/ATen.h>
+
+namespace spmd::kernels::gpu_stand_in {
+
+// x (n, K) w (K, N), any dtypes, -> (n, N) float32: every product of the operands' values
+// exact, the sums in float32 (what cuBLAS does for bf16 operands with a float32 result).
+at::Tensor mm_float_out(const at::Tensor& x, const at::Tensor& w);
+
+// acc (float32, (K, N)) += alpha x w, the same numerics, in place.
+void addmm_float_out(const at::Tensor& acc, const at::Tensor& x, const at::Tensor& w, double alpha);
+
+}  // namespace spmd::kernels::gpu_stand_in
