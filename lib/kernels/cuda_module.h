@@ -37,6 +37,9 @@ struct Module {
   // counter_dropout_mask (kernels/cuda/counter_dropout.h) into `out` on its device.
   void (*counter_dropout_mask)(at::Tensor& out, const counter_hash::BlockIndex& block, uint64_t key, double p_scaled,
                                float keep_scale);
+  // softmax_cross_entropy (kernels/cuda/softmax_cross_entropy.h): losses and, where defined, grad.
+  void (*softmax_cross_entropy)(const at::Tensor& logits, const at::Tensor& targets, int64_t valid,
+                                at::Tensor& losses, at::Tensor& grad);
 };
 
 // Whether this build has the module (a CUDA build: SPMD_WITH_CUDA).

@@ -4,6 +4,9 @@
 // records itself under one libtorch RecordFunction named "spmd::...", with its tensors, so that a
 // census of the ops counts it as the one launch it is on the GPU, with its real bytes.
 #pragma once
+#include <cstdint>
+#include <utility>
+
 #include <ATen/ATen.h>
 
 namespace spmd::kernels::gpu_stand_in {
@@ -14,5 +17,11 @@ at::Tensor mm_float_out(const at::Tensor& x, const at::Tensor& w);
 
 // acc (float32, (K, N)) += alpha x w, the same numerics, in place.
 void addmm_float_out(const at::Tensor& acc, const at::Tensor& x, const at::Tensor& w, double alpha);
+
+// kernels/cuda/softmax_cross_entropy.cuh: each row's loss from float32 logits (n, V) (columns
+// >= valid: padding; a negative target: loss 0) and, where `grad`, softmax - one_hot rounded once
+// to `grad_dtype` (the softmax alone on a row without a target). {losses (n,), grad or undefined}.
+std::pair<at::Tensor, at::Tensor> softmax_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
+                                                        int64_t valid, bool grad, at::ScalarType grad_dtype);
 
 }  // namespace spmd::kernels::gpu_stand_in

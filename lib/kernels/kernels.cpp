@@ -18,6 +18,7 @@
 #include "kernels/cpu/fused_gelu.h"
 #include "kernels/cpu/fused_linear.h"
 #include "kernels/cpu/sum_of_squares.h"
+#include "kernels/cuda_module.h"
 #include "kernels/gpu_stand_ins.h"
 #include "util/error.h"
 
@@ -152,6 +153,23 @@ void add_product_float_out(const at::Tensor& acc, const at::Tensor& x, const at:
   if (both_float(x, w)) out.addmm_(x, w, 1.0, alpha);
   else if (acc.is_cuda()) at::addmm_out(out, acc, x, w, at::kFloat, 1.0, alpha);
   else gpu_stand_in::addmm_float_out(acc, x, w, alpha);
+}
+
+// ---- The LM head's loss ----
+
+SoftmaxCrossEntropy softmax_cross_entropy(const at::Tensor& logits, const at::Tensor& targets, int64_t valid,
+                                          bool grad, at::ScalarType grad_dtype) {
+  SPMD_ASSERT(logits.dim() == 2 && logits.scalar_type() == at::kFloat && targets.numel() == logits.size(0),
+              "softmax_cross_entropy: float32 (n, V) logits and n targets, got {} {} and {}", logits.sizes().vec(),
+              c10::toString(logits.scalar_type()), targets.numel());
+  if (logits.is_cuda() && (!grad || grad_dtype == at::kBFloat16) && logits.stride(1) == 1) {
+    SoftmaxCrossEntropy out{at::empty({logits.size(0)}, logits.options()),
+                            grad ? at::empty(logits.sizes(), logits.options().dtype(at::kBFloat16)) : at::Tensor()};
+    spmd::cuda::module().softmax_cross_entropy(logits, targets.contiguous(), valid, out.losses, out.grad);
+    return out;
+  }
+  auto [losses, g] = gpu_stand_in::softmax_cross_entropy(logits, targets, valid, grad, grad_dtype);
+  return {losses, g};
 }
 
 // ---- Attention and activation ----

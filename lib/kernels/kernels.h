@@ -72,6 +72,20 @@ at::Tensor product_float_out(const at::Tensor& x, const at::Tensor& w);
 // acc's size and no separate add. No autograd.
 void add_product_float_out(const at::Tensor& acc, const at::Tensor& x, const at::Tensor& w, double alpha);
 
+// ---- The LM head's loss ----
+
+struct SoftmaxCrossEntropy {
+  at::Tensor losses;  // (n,) float32, 0 where the target is negative
+  at::Tensor grad;    // (n, V) softmax - one_hot (the softmax alone where the target is negative), or undefined
+};
+// Each row's cross-entropy from float32 logits (n, V) whose columns >= valid are padding, against
+// targets (n,) int64; with `grad` also its gradient, rounded once to grad_dtype. A bf16 gradient
+// on CUDA: one kernel of our own (kernels/cuda/softmax_cross_entropy.cuh) that reads the logits
+// for the loss and again for the gradient and writes nothing else of their size; elsewhere its
+// stand-in (kernels/gpu_stand_ins.h), the same numbers from libtorch ops.
+SoftmaxCrossEntropy softmax_cross_entropy(const at::Tensor& logits, const at::Tensor& targets, int64_t valid,
+                                          bool grad, at::ScalarType grad_dtype);
+
 // ---- Attention and activation ----
 
 // softmax(Q K^T / sqrt(D) + causal mask) V for qkv (B, T, 3, H, D) -> y (B, T, H, D).

@@ -84,28 +84,23 @@ void vocab_parallel_chunk(const HeadChunk& c, const HeadProducts& p, const HeadS
 }
 
 // The GPU's chunk (the whole vocabulary on this rank): float32 logits straight from the product,
-// one log-softmax pass, softmax - one-hot written in the operand dtype in one pass; 1/N goes into
-// the products (alpha, or the (n, C) rows of dx) and unscored rows are zeroed on the (n, C) side,
-// so no other pass touches the (n, V) logits.
+// then one kernel for the loss and softmax - one_hot in the operand dtype
+// (kernels::softmax_cross_entropy); 1/N goes into the products (alpha, or the (n, C) rows of dx)
+// and unscored rows are zeroed on the (n, C) side, so nothing else touches the (n, V) logits.
 void whole_vocab_chunk(const HeadChunk& c, const HeadProducts& p, const HeadShard& head) {
-  const int64_t V = p.w.size(1);
-  at::Tensor z = kernels::product_float_out(c.x, p.w);  // (n, V) float32
-  if (p.valid_local < V) z.narrow(1, p.valid_local, V - p.valid_local).fill_(-INFINITY);
-  const at::Tensor log_probs = at::_log_softmax(z, 1, /*half_to_float=*/false);
-  z = at::Tensor();
+  const bool grads = c.dx.defined() || p.dtable.defined();
+  kernels::SoftmaxCrossEntropy loss = kernels::softmax_cross_entropy(
+      kernels::product_float_out(c.x, p.w), c.targets, p.valid_local, grads, head.operand_dtype);
+  c.losses.copy_(loss.losses);
+  if (!grads) return;
   const at::Tensor scored = c.targets >= 0;
-  const at::Tensor column = c.targets.masked_fill(~scored, 0).unsqueeze(1);
-  c.losses.copy_(log_probs.gather(1, column).squeeze(1).neg().masked_fill_(~scored, 0.0));
-  if (!c.dx.defined() && !p.dtable.defined()) return;
-  at::Tensor dz = at::empty(log_probs.sizes(), log_probs.options().dtype(head.operand_dtype));
-  at::exp_out(dz, log_probs);  // the softmax, rounded once to the operand dtype
-  dz.scatter_add_(1, column, scored.to(dz.scalar_type()).neg().unsqueeze(1));
-  const at::Tensor row_weight = (scored.to(at::kFloat) / p.rows_total).unsqueeze(1);  // (n, 1)
-  if (c.dx.defined())
-    c.dx.copy_(kernels::linear_backward(c.x, p.w, dz, true, false, false, head.operand_dtype).dx.mul_(row_weight));
+  if (c.dx.defined()) {
+    const at::Tensor row_weight = (scored.to(at::kFloat) / p.rows_total).unsqueeze(1);  // (n, 1)
+    c.dx.copy_(kernels::linear_backward(c.x, p.w, loss.grad, true, false, false, head.operand_dtype).dx.mul_(row_weight));
+  }
   if (p.dtable.defined()) {
     const at::Tensor x_scored = c.x.to(head.operand_dtype).masked_fill(~scored.unsqueeze(1), 0);
-    kernels::add_product_float_out(p.dtable.t(), x_scored.t(), dz, 1.0 / p.rows_total);
+    kernels::add_product_float_out(p.dtable.t(), x_scored.t(), loss.grad, 1.0 / p.rows_total);
   }
 }
 

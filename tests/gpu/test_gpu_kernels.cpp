@@ -138,3 +138,33 @@ TEST_CASE("cuda kernels: packed documents' attention on the GPU (SDPA, bf16, dro
     CHECK((g_bf16 - g_cpu).abs().max().item<double>() < 0.2);
   }
 }
+
+TEST_CASE("cuda kernels: the head's GPU calls (fp32-output products, the softmax cross-entropy kernel) equal their CPU stand-ins") {
+  if (skip_without_gpu()) return;
+  // at::mm / at::addmm_out with out_dtype float32 (cuBLAS) and the NVRTC kernel
+  // (kernels/cuda/softmax_cross_entropy.cuh) against the stand-ins the CPU runs in their place
+  // (kernels/gpu_stand_ins.h): the same numbers up to the order of float32 sums.
+  at::manual_seed(13);
+  const c10::Device cuda(c10::kCUDA, 0);
+  const int64_t n = 300, C = 64, V = 50304, valid = 50257;
+  const at::Tensor x = at::randn({n, C}).to(at::kBFloat16), w = at::randn({C, V}).mul_(0.2).to(at::kBFloat16);
+  const at::Tensor z_cpu = kernels::product_float_out(x, w);
+  const at::Tensor z_gpu = kernels::product_float_out(x.to(cuda), w.to(cuda));
+  CHECK((z_gpu.scalar_type() == at::kFloat));
+  CHECK(at::allclose(z_gpu.cpu(), z_cpu, 1e-5, 1e-4));
+
+  at::Tensor targets = at::randint(0, valid, {n}, at::kLong);
+  targets[7] = -1;
+  const auto cpu = kernels::softmax_cross_entropy(z_cpu, targets, valid, true, at::kBFloat16);
+  const auto gpu = kernels::softmax_cross_entropy(z_cpu.to(cuda), targets.to(cuda), valid, true, at::kBFloat16);
+  CHECK(at::allclose(gpu.losses.cpu(), cpu.losses, 1e-5, 1e-5));
+  // Both round the same float32 value once to bf16; float32 differences may flip a rounding.
+  CHECK(at::allclose(gpu.grad.cpu().to(at::kFloat), cpu.grad.to(at::kFloat), 1.0 / 128, 1e-8));
+  CHECK(at::equal(gpu.grad.narrow(1, valid, V - valid).cpu(), cpu.grad.narrow(1, valid, V - valid)));
+
+  const at::Tensor table = at::randn({V, C});
+  const at::Tensor acc_cpu = table.clone(), acc_gpu = table.to(cuda);
+  kernels::add_product_float_out(acc_cpu.t(), x.t(), cpu.grad, 1.0 / n);
+  kernels::add_product_float_out(acc_gpu.t(), x.to(cuda).t(), cpu.grad.to(cuda), 1.0 / n);
+  CHECK(at::allclose(acc_gpu.cpu(), acc_cpu, 1e-5, 1e-5));
+}

@@ -17,7 +17,7 @@ RuntimeConfig runtime(const std::string& device, const std::string& backend) {
   return r;
 }
 
-std::string usage_error_of(const RuntimeConfig& r) {
+std::string runtime_usage_error(const RuntimeConfig& r) {
   try {
     resolve_runtime(r);
   } catch (const UsageError& e) {
@@ -50,11 +50,11 @@ TEST_CASE("runtime: cuda or nccl where they cannot run is a usage error saying w
   for (const auto& r : {runtime("cuda", "auto"), runtime("cuda", "gloo"), runtime("auto", "nccl")}) {
     CAPTURE(r.device);
     CAPTURE(r.backend);
-    const std::string message = usage_error_of(r);
+    const std::string message = runtime_usage_error(r);
     CHECK_MESSAGE(message.find(why) != std::string::npos, message);
   }
-  CHECK(usage_error_of(runtime("cuda", "auto")).find("runtime.device") != std::string::npos);
-  CHECK(usage_error_of(runtime("auto", "nccl")).find("runtime.backend") != std::string::npos);
+  CHECK(runtime_usage_error(runtime("cuda", "auto")).find("runtime.device") != std::string::npos);
+  CHECK(runtime_usage_error(runtime("auto", "nccl")).find("runtime.backend") != std::string::npos);
 }
 
 TEST_CASE("runtime: the CUDA module is loaded at start only where a GPU device node exists, and on request") {

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "kernels/cuda/counter_dropout.h"
+#include "kernels/cuda/softmax_cross_entropy.h"
 #include "kernels/cuda_module.h"
 
 namespace spmd::cuda {
@@ -41,8 +42,15 @@ c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
 }
 
-const Module kModule{device_count, set_device,  synchronize, device_name,
-                     pci_bus_id,   peak_allocated_bytes,     make_nccl,   kernels::cuda::counter_dropout_mask};
+const Module kModule{device_count,
+                     set_device,
+                     synchronize,
+                     device_name,
+                     pci_bus_id,
+                     peak_allocated_bytes,
+                     make_nccl,
+                     kernels::cuda::counter_dropout_mask,
+                     kernels::cuda::softmax_cross_entropy};
 
 }  // namespace
 }  // namespace spmd::cuda
