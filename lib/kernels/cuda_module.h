@@ -40,6 +40,14 @@ struct Module {
   // softmax_cross_entropy (kernels/cuda/softmax_cross_entropy.h): losses and, where defined, grad.
   void (*softmax_cross_entropy)(const at::Tensor& logits, const at::Tensor& targets, int64_t valid,
                                 at::Tensor& losses, at::Tensor& grad);
+  // residual_norm_forward / _backward (kernels/cuda/residual_norm.h).
+  void (*residual_norm_forward)(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
+                                const at::Tensor& bias, double eps, bool rms, at::Tensor& sum, at::Tensor& normed,
+                                at::Tensor& mean, at::Tensor& rstd);
+  void (*residual_norm_backward)(const at::Tensor& sum, const at::Tensor& weight, const at::Tensor& mean,
+                                 const at::Tensor& rstd, const at::Tensor& d_normed, const at::Tensor& d_sum_in,
+                                 bool rms, at::Tensor& d_sum, at::Tensor& d_delta, at::Tensor& d_weight,
+                                 at::Tensor& d_bias);
 };
 
 // Whether this build has the module (a CUDA build: SPMD_WITH_CUDA).

@@ -3,6 +3,7 @@
 #include "kernels/gpu_stand_ins.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -11,6 +12,14 @@
 namespace spmd::kernels::gpu_stand_in {
 
 namespace {
+// The defined tensors among `tensors`, as a RecordFunction's inputs (an absent bias is no input).
+std::vector<c10::IValue> defined_of(std::initializer_list<at::Tensor> tensors) {
+  std::vector<c10::IValue> values;
+  for (const at::Tensor& t : tensors)
+    if (t.defined()) values.emplace_back(t);
+  return values;
+}
+
 // The outputs a census reads; RecordFunction takes them only where a callback asked for them.
 void record_outputs(at::RecordFunction& guard, std::vector<c10::IValue> outputs) {
   if (guard.isActive() && guard.needsOutputs()) guard.setOutputs(std::move(outputs));
@@ -53,6 +62,43 @@ std::pair<at::Tensor, at::Tensor> softmax_cross_entropy(const at::Tensor& logits
   at::Tensor g = probs.to(grad_dtype);
   record_outputs(guard, {losses, g});
   return {losses, g};
+}
+
+ResidualNormForward residual_norm_forward(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
+                                          const at::Tensor& bias, double eps, bool rms, at::ScalarType out_dtype) {
+  RECORD_FUNCTION("spmd::residual_norm", defined_of({x, delta, weight, bias}));
+  ResidualNormForward f;
+  f.sum = x + delta.to(at::kFloat);
+  const int64_t C = x.size(1);
+  f.mean = rms ? at::zeros({x.size(0)}, x.options()) : f.sum.sum(1) / static_cast<double>(C);
+  const at::Tensor centred = f.sum - f.mean.unsqueeze(1);
+  f.rstd = at::rsqrt(centred.square().sum(1) / static_cast<double>(C) + eps);
+  at::Tensor normed = centred * f.rstd.unsqueeze(1) * weight;
+  if (bias.defined()) normed = normed + bias;
+  f.normed = normed.to(out_dtype);
+  record_outputs(guard, {f.sum, f.normed, f.mean, f.rstd});
+  return f;
+}
+
+ResidualNormBackward residual_norm_backward(const at::Tensor& sum, const at::Tensor& weight, const at::Tensor& mean,
+                                            const at::Tensor& rstd, const at::Tensor& d_normed,
+                                            const at::Tensor& d_sum_in, bool rms, at::ScalarType delta_dtype) {
+  RECORD_FUNCTION("spmd::residual_norm_backward",
+                  defined_of({sum, weight, mean, rstd, d_normed, d_sum_in}));
+  const double C = static_cast<double>(sum.size(1));
+  const at::Tensor xhat = (sum - mean.unsqueeze(1)) * rstd.unsqueeze(1);
+  const at::Tensor dn = d_normed.to(at::kFloat);
+  const at::Tensor g = dn * weight;
+  const at::Tensor mean_g_xhat = (g * xhat).sum(1, /*keepdim=*/true) / C;
+  at::Tensor centred_g = rms ? g : g - g.sum(1, /*keepdim=*/true) / C;
+  ResidualNormBackward b;
+  b.d_sum = (centred_g - xhat * mean_g_xhat) * rstd.unsqueeze(1);
+  if (d_sum_in.defined()) b.d_sum = b.d_sum + d_sum_in;
+  b.d_delta = b.d_sum.to(delta_dtype);
+  b.d_weight = (dn * xhat).sum(0);
+  b.d_bias = dn.sum(0);
+  record_outputs(guard, {b.d_sum, b.d_delta, b.d_weight, b.d_bias});
+  return b;
 }
 
 }  // namespace spmd::kernels::gpu_stand_in

@@ -24,4 +24,22 @@ void addmm_float_out(const at::Tensor& acc, const at::Tensor& x, const at::Tenso
 std::pair<at::Tensor, at::Tensor> softmax_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
                                                         int64_t valid, bool grad, at::ScalarType grad_dtype);
 
+// kernels/cuda/residual_norm.cuh, forward: for (rows, C) x (float32) and delta, sum = x + delta,
+// LayerNorm (or, with `rms`, RMSNorm) of it with weight (and bias, undefined for none) in
+// `out_dtype`, and each row's mean (0 for RMSNorm) and 1/std. {sum, normed, mean, rstd}.
+struct ResidualNormForward {
+  at::Tensor sum, normed, mean, rstd;
+};
+ResidualNormForward residual_norm_forward(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
+                                          const at::Tensor& bias, double eps, bool rms, at::ScalarType out_dtype);
+
+// Its backward: d_sum = d_sum_in (undefined: 0) + the norm's input gradient from d_normed,
+// d_delta = d_sum in `delta_dtype`, and the weight's and bias's gradients (float32, (C,)).
+struct ResidualNormBackward {
+  at::Tensor d_sum, d_delta, d_weight, d_bias;
+};
+ResidualNormBackward residual_norm_backward(const at::Tensor& sum, const at::Tensor& weight, const at::Tensor& mean,
+                                            const at::Tensor& rstd, const at::Tensor& d_normed,
+                                            const at::Tensor& d_sum_in, bool rms, at::ScalarType delta_dtype);
+
 }  // namespace spmd::kernels::gpu_stand_in

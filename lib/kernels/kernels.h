@@ -86,6 +86,21 @@ struct SoftmaxCrossEntropy {
 SoftmaxCrossEntropy softmax_cross_entropy(const at::Tensor& logits, const at::Tensor& targets, int64_t valid,
                                           bool grad, at::ScalarType grad_dtype);
 
+// ---- The residual stream and its norms ----
+
+struct ResidualNormed {
+  at::Tensor sum;     // x + delta, float32: the residual stream from here on
+  at::Tensor normed;  // norm(sum) in the operand dtype asked for: the next products' input
+};
+// A pre-norm block's `sum = x + delta` and norm(sum) as one op, autograd-aware (residual_norm.cpp):
+// x (..., C) float32, delta float32 or bf16; LayerNorm with weight and bias (undefined: none) or,
+// with `rms`, RMSNorm with weight alone; statistics in float32. On a GPU one kernel each way
+// (kernels/cuda/residual_norm.cuh): forward reads x and delta once and writes the sum and the
+// normed rows; backward adds the norm's gradient to the residual's and writes the branch's
+// gradient in its dtype in the same pass. Elsewhere the CPU stand-in of the same numbers.
+ResidualNormed residual_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
+                             const at::Tensor& bias, double eps, bool rms, at::ScalarType out_dtype);
+
 // ---- Attention and activation ----
 
 // softmax(Q K^T / sqrt(D) + causal mask) V for qkv (B, T, 3, H, D) -> y (B, T, H, D).

@@ -2,6 +2,7 @@
 // Shapes: B batch rows on this rank, T sequence, C embed, H heads on this rank, D head dim.
 #include "model/gpt2.h"
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 namespace spmd {
@@ -40,6 +41,7 @@ at::Tensor Gpt2::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool tra
 
 at::Tensor Gpt2::embed(const at::Tensor& idx, ModelOps& ops, bool training, int64_t first_position,
                        const at::Tensor& document_starts) const {
+  RECORD_USER_SCOPE("embed");  // the census's region (lib/census)
   const int64_t T = idx.size(1);
   at::Tensor positions;  // (B, T, C) rows of wpe, or (T, C) when every row counts from first_position
   if (document_starts.defined()) {
@@ -56,9 +58,10 @@ at::Tensor Gpt2::embed(const at::Tensor& idx, ModelOps& ops, bool training, int6
 
 at::Tensor Gpt2::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool training, KvCache* cache,
                        const at::Tensor& document_starts) const {
-  at::Tensor h =
-      x + attention(layer_norm(x, fmt::format("h.{}.ln_1", l), ops), l, ops, training, cache, document_starts);
-  return h + mlp(layer_norm(h, fmt::format("h.{}.ln_2", l), ops), l, ops, training);
+  const at::Tensor a = attention(layer_norm(x, fmt::format("h.{}.ln_1", l), ops), l, ops, training, cache, document_starts);
+  const std::string ln_2 = fmt::format("h.{}.ln_2", l);
+  const auto [h, normed] = ops.add_layer_norm(x, a, ln_2 + ".weight", config_.bias ? ln_2 + ".bias" : "", 1e-5);
+  return h + mlp(normed, l, ops, training);
 }
 
 at::Tensor Gpt2::final_norm(const at::Tensor& x, ModelOps& ops) const { return layer_norm(x, "ln_f", ops); }

@@ -3,6 +3,7 @@
 // sequence, C embed, H query heads and Hkv key/value heads on this rank, D head dim.
 #include "model/llama.h"
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include "model/rope.h"
@@ -61,6 +62,7 @@ at::Tensor Llama::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool tr
 
 at::Tensor Llama::embed(const at::Tensor& idx, ModelOps& ops, bool training, int64_t /*first_position*/,
                         const at::Tensor& /*document_starts*/) const {
+  RECORD_USER_SCOPE("embed");  // the census's region (lib/census)
   at::Tensor x = ops.constrain(ops.embed("wte", idx), kResidualAxes);  // (B, T, C): the residual stream's layout
   if (training && config_.dropout > 0) x = ops.dropout(x, "embed_dropout", kResidualAxes);
   return x;
@@ -69,9 +71,10 @@ at::Tensor Llama::embed(const at::Tensor& idx, ModelOps& ops, bool training, int
 at::Tensor Llama::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool training, KvCache* cache,
                         const at::Tensor& document_starts) const {
   const double eps = config_.rms_norm_eps;
-  const at::Tensor h = x + attention(ops.rms_norm(x, fmt::format("h.{}.attn_norm.weight", l), eps), l, ops, training,
-                                     cache, document_starts);
-  return h + mlp(ops.rms_norm(h, fmt::format("h.{}.mlp_norm.weight", l), eps), l, ops, training);
+  const at::Tensor a = attention(ops.rms_norm(x, fmt::format("h.{}.attn_norm.weight", l), eps), l, ops, training,
+                                 cache, document_starts);
+  const auto [h, normed] = ops.add_rms_norm(x, a, fmt::format("h.{}.mlp_norm.weight", l), eps);
+  return h + mlp(normed, l, ops, training);
 }
 
 at::Tensor Llama::final_norm(const at::Tensor& x, ModelOps& ops) const {

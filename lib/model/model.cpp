@@ -2,6 +2,9 @@
 // family's forward.
 #include "model/model.h"
 
+#include <ATen/record_function.h>
+#include <fmt/format.h>
+
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "model/params.h"
@@ -18,6 +21,8 @@ at::Tensor Model::blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops
   for (int64_t l = begin; l < end; ++l) {
     x = ops.constrain(x, kResidual);
     x = ops.block(x, [this, l, &ops, training, document_starts](const at::Tensor& in) {
+      // The census's region (lib/census); inside the body, which a recompute runs again in backward.
+      RECORD_USER_SCOPE(fmt::format("block.{}", l));  // the name is made only while a callback listens
       return block(in, l, ops, training, nullptr, document_starts);
     });
   }
@@ -25,6 +30,7 @@ at::Tensor Model::blocks(at::Tensor x, int64_t begin, int64_t end, ModelOps& ops
 }
 
 at::Tensor Model::head_loss(const at::Tensor& x, const at::Tensor& targets, ModelOps& ops) const {
+  RECORD_USER_SCOPE("head");  // the census's region (lib/census)
   return ops.tied_head_loss(final_norm(ops.constrain(x, kResidual), ops), head_table(config_), targets);
 }
 

@@ -30,6 +30,23 @@ class ModelOps {
   // RMSNorm over x's last dim with the named scale (statistics in float32).
   virtual at::Tensor rms_norm(const at::Tensor& x, const std::string& weight, double eps) = 0;
 
+  // The residual stream after a block's branch and the norm that reads it next: sum = x + delta
+  // (float32) and normed = LayerNorm(sum) (add_rms_norm: RMSNorm) in the matmul operand dtype:
+  // by default `x + delta` then layer_norm (rms_norm); one op where the runtime has one.
+  struct AddNormed {
+    at::Tensor sum, normed;
+  };
+  virtual AddNormed add_layer_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight,
+                                   const std::string& bias, double eps) {
+    const at::Tensor sum = x + delta;
+    return {sum, layer_norm(sum, weight, bias, eps)};
+  }
+  virtual AddNormed add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight,
+                                 double eps) {
+    const at::Tensor sum = x + delta;
+    return {sum, rms_norm(sum, weight, eps)};
+  }
+
   // The true positions of the `length` sequence positions this rank's attention inputs hold
   // (rotary embeddings): (1, length) int64 counting from first_position, the positions of this
   // rank's head-tail chunks under context parallelism; with document_starts ((B, T) over the whole

@@ -192,6 +192,26 @@ at::Tensor ParallelOps::layer_norm(const at::Tensor& x, const std::string& weigh
   return at::layer_norm(x, {x.size(-1)}, param(weight), b, eps).to(matmul_dtype());
 }
 
+bool ParallelOps::fuses_residual_norm(const at::Tensor& x, const std::string& weight, const std::string& bias) const {
+  return kernels::takes_generic_path(x.device()) && x.scalar_type() == at::kFloat && !is_fsdp(weight) &&
+         (bias.empty() || !is_fsdp(bias));
+}
+
+ModelOps::AddNormed ParallelOps::add_layer_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight,
+                                                const std::string& bias, double eps) {
+  if (!fuses_residual_norm(x, weight, bias)) return ModelOps::add_layer_norm(x, delta, weight, bias, eps);
+  const auto r = kernels::residual_norm(x, delta, param(weight), bias.empty() ? at::Tensor() : param(bias), eps,
+                                        /*rms=*/false, matmul_dtype());
+  return {r.sum, r.normed};
+}
+
+ModelOps::AddNormed ParallelOps::add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight,
+                                              double eps) {
+  if (!fuses_residual_norm(x, weight, "")) return ModelOps::add_rms_norm(x, delta, weight, eps);
+  const auto r = kernels::residual_norm(x, delta, param(weight), at::Tensor(), eps, /*rms=*/true, matmul_dtype());
+  return {r.sum, r.normed};
+}
+
 at::Tensor ParallelOps::rms_norm(const at::Tensor& x, const std::string& weight, double eps) {
   // Statistics in float32 (FSDP: param() gathers the scale); the output feeds a matmul: in its
   // operand dtype.

@@ -44,6 +44,9 @@ class ParallelOps : public ModelOps {
                    int64_t contracted_dims) override;
   at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) override;
   at::Tensor rms_norm(const at::Tensor& x, const std::string& weight, double eps) override;
+  AddNormed add_layer_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight,
+                           const std::string& bias, double eps) override;
+  AddNormed add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight, double eps) override;
   at::Tensor positions(int64_t length, int64_t first_position, const at::Tensor& document_starts) override;
   at::Tensor embed(const std::string& table, const at::Tensor& ids) override;
   at::Tensor tied_head_loss(const at::Tensor& x, const std::string& table, const at::Tensor& targets) override;
@@ -66,6 +69,9 @@ class ParallelOps : public ModelOps {
   // the unit's first use in this pass (in grad mode), so its gradients are reduce-scattered once.
   FsdpWeight fsdp_weight(const std::string& name);
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
+  // Whether x + delta and the norm with these parameters run as one op (kernels/residual_norm.h):
+  // on the device-generic path (the GPU's), float32 residuals, weights held whole.
+  bool fuses_residual_norm(const at::Tensor& x, const std::string& weight, const std::string& bias) const;
   bool sequence_parallel() const { return !decoding_ && !model_.layout().seq_axes.empty(); }
   // Context parallelism: every activation holds this rank's head-tail chunks of the sequence
   // (off when decoding: each rank then runs the whole sequence). Over one device the two chunks

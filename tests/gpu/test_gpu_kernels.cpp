@@ -168,3 +168,33 @@ TEST_CASE("cuda kernels: the head's GPU calls (fp32-output products, the softmax
   kernels::add_product_float_out(acc_gpu.t(), x.to(cuda).t(), cpu.grad.to(cuda), 1.0 / n);
   CHECK(at::allclose(acc_gpu.cpu(), acc_cpu, 1e-5, 1e-5));
 }
+
+TEST_CASE("cuda kernels: the residual add + LayerNorm / RMSNorm kernels equal their CPU stand-in, values and gradients") {
+  if (skip_without_gpu()) return;
+  at::manual_seed(15);
+  const c10::Device cuda(c10::kCUDA, 0);
+  for (const bool rms : {false, true}) {
+    CAPTURE(rms);
+    const at::Tensor x0 = at::randn({4, 300, 768}), delta0 = at::randn({4, 300, 768}).to(at::kBFloat16);
+    const at::Tensor w0 = at::randn({768}), b0 = rms ? at::Tensor() : at::randn({768});
+    const at::Tensor d_sum = at::randn({4, 300, 768}), d_normed = at::randn({4, 300, 768}).to(at::kBFloat16);
+    struct Run {
+      at::Tensor sum, normed, dx, ddelta, dw, db;
+    };
+    auto run = [&](c10::Device device) {
+      at::Tensor x = x0.to(device).requires_grad_(true), delta = delta0.to(device).requires_grad_(true);
+      at::Tensor w = w0.to(device).requires_grad_(true), b = rms ? at::Tensor() : b0.to(device).requires_grad_(true);
+      const auto r = kernels::residual_norm(x, delta, w, b, 1e-5, rms, at::kBFloat16);
+      (r.sum * d_sum.to(device) + r.normed.to(at::kFloat) * d_normed.to(device).to(at::kFloat)).sum().backward();
+      return Run{r.sum.cpu(), r.normed.cpu(), x.grad().cpu(), delta.grad().cpu(), w.grad().cpu(),
+                 rms ? at::Tensor() : b.grad().cpu()};
+    };
+    const Run cpu = run(c10::Device(c10::kCPU)), gpu = run(cuda);
+    CHECK(at::equal(gpu.sum, cpu.sum));
+    CHECK(at::allclose(gpu.normed.to(at::kFloat), cpu.normed.to(at::kFloat), 1.0 / 128, 1e-3));
+    CHECK(at::allclose(gpu.dx, cpu.dx, 1e-4, 1e-4));
+    CHECK(at::allclose(gpu.ddelta.to(at::kFloat), cpu.ddelta.to(at::kFloat), 1.0 / 128, 1e-3));
+    CHECK(at::allclose(gpu.dw, cpu.dw, 1e-4, 1e-3));
+    if (!rms) CHECK(at::allclose(gpu.db, cpu.db, 1e-4, 1e-3));
+  }
+}

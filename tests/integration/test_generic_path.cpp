@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "training_fixture.h"
@@ -36,10 +37,17 @@ void check_generic_path(const std::vector<std::string>& model) {
   check_same_curve(generic_bf16, fused, 2e-3);
   CHECK(generic_bf16.loss.back() < generic_bf16.loss.front() - 0.05);  // it trained
 
-  const Curve mesh = train(run, run.dir.file("generic-bf16-2x2"),
-                           with(with(with(base, kGeneric), kBf16), mesh_args("[2,2]", "[data,model]", kTpRules)));
-  MESSAGE("generic bf16 on [2,2] vs one process: max relative loss difference " << max_rel_diff(mesh, generic_bf16));
-  check_same_curve(mesh, generic_bf16, 1e-3);
+  const std::string kSequenceParallel =
+      "[[batch, data], [seq, model], [vocab, model], [heads, model], [mlp, model], [embed, null], [kv, null]]";
+  for (const auto& [name, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"[2,2]", mesh_args("[2,2]", "[data,model]", kTpRules)},
+           {"[1,2] sequence parallel", mesh_args("[1,2]", "[data,model]", kSequenceParallel)}}) {
+    CAPTURE(name);
+    const Curve mesh = train(run, run.dir.file("generic-bf16-" + std::to_string(name.size())),
+                             with(with(with(base, kGeneric), kBf16), args));
+    MESSAGE("generic bf16 on " << name << " vs one process: max relative loss difference " << max_rel_diff(mesh, generic_bf16));
+    check_same_curve(mesh, generic_bf16, 1e-3);
+  }
 }
 
 }  // namespace

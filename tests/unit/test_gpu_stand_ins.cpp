@@ -62,3 +62,51 @@ TEST_CASE("gpu stand-ins: softmax cross-entropy equals log_softmax, gather and s
   CHECK_FALSE(loss_only.grad.defined());
   CHECK(at::equal(loss_only.losses, got.losses));
 }
+
+namespace {
+// The residual add then the norm, op by op as the CPU's path computes them, in double.
+struct Unfused {
+  at::Tensor sum, normed;
+};
+Unfused unfused_residual_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w, const at::Tensor& b,
+                              bool rms) {
+  const at::Tensor sum = x + delta.to(x.scalar_type());
+  if (rms) return {sum, sum * at::rsqrt(sum.square().mean(-1, true) + 1e-5) * w};
+  return {sum, at::layer_norm(sum, {sum.size(-1)}, w, b, 1e-5)};
+}
+}  // namespace
+
+TEST_CASE("gpu stand-ins: the residual add + LayerNorm / RMSNorm op equals x + delta then the norm, values and gradients") {
+  at::manual_seed(14);
+  for (const bool rms : {false, true}) {
+    for (const at::ScalarType delta_dtype : {at::kFloat, at::kBFloat16}) {
+      CAPTURE(rms);
+      CAPTURE(delta_dtype);
+      const at::Tensor x0 = at::randn({3, 5, 48}), delta0 = at::randn({3, 5, 48}).to(delta_dtype);
+      const at::Tensor w0 = at::randn({48}), b0 = rms ? at::Tensor() : at::randn({48});
+      const at::Tensor d_sum = at::randn({3, 5, 48}), d_normed = at::randn({3, 5, 48});
+      // Ours, float32 out (so that the comparison sees the float32 numbers), then bf16 out.
+      at::Tensor x = x0.clone().requires_grad_(true), delta = delta0.clone().requires_grad_(true);
+      at::Tensor w = w0.clone().requires_grad_(true), b = rms ? at::Tensor() : b0.clone().requires_grad_(true);
+      const auto got = kernels::residual_norm(x, delta, w, b, 1e-5, rms, at::kFloat);
+      (got.sum * d_sum + got.normed * d_normed).sum().backward();
+      // The reference in double.
+      at::Tensor xr = x0.to(at::kDouble).requires_grad_(true), dr = delta0.to(at::kDouble).requires_grad_(true);
+      at::Tensor wr = w0.to(at::kDouble).requires_grad_(true);
+      at::Tensor br = rms ? at::Tensor() : b0.to(at::kDouble).requires_grad_(true);
+      const Unfused want = unfused_residual_norm(xr, dr, wr, br, rms);
+      (want.sum * d_sum.to(at::kDouble) + want.normed * d_normed.to(at::kDouble)).sum().backward();
+      CHECK(at::allclose(got.sum.to(at::kDouble), want.sum, 1e-6, 1e-6));
+      CHECK(at::allclose(got.normed.to(at::kDouble), want.normed, 1e-5, 1e-5));
+      CHECK(at::allclose(x.grad().to(at::kDouble), xr.grad(), 1e-5, 1e-5));
+      CHECK((delta.grad().scalar_type() == delta_dtype));
+      const double delta_tol = delta_dtype == at::kFloat ? 1e-5 : 1.0 / 128;
+      CHECK(at::allclose(delta.grad().to(at::kDouble), dr.grad(), delta_tol, delta_tol));
+      CHECK(at::allclose(w.grad().to(at::kDouble), wr.grad(), 1e-5, 1e-5));
+      if (!rms) CHECK(at::allclose(b.grad().to(at::kDouble), br.grad(), 1e-5, 1e-5));
+      // The bf16 output is the float32 one rounded once.
+      const auto bf16 = kernels::residual_norm(x0, delta0, w0, b0, 1e-5, rms, at::kBFloat16);
+      CHECK(at::equal(bf16.normed, got.normed.detach().to(at::kBFloat16)));
+    }
+  }
+}

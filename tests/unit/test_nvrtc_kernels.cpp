@@ -6,6 +6,7 @@
 #include "util/error.h"
 #ifdef SPMD_WITH_CUDA
 #include "kernels/cuda/counter_dropout.h"
+#include "kernels/cuda/residual_norm.h"
 #include "kernels/cuda/softmax_cross_entropy.h"
 #endif
 
@@ -46,6 +47,19 @@ TEST_CASE("nvrtc: the LM head's softmax cross-entropy kernel compiles to PTX for
     const std::string ptx = nvrtc_compile(softmax_cross_entropy_source(), "compute_" + arch);
     CHECK(ptx.find(".entry spmd_softmax_cross_entropy(") != std::string::npos);
     CHECK(ptx.find(".target sm_" + arch) != std::string::npos);
+  }
+#endif
+}
+
+TEST_CASE("nvrtc: the residual add + norm kernels (forward, backward) compile to PTX for compute_80 and compute_90 without a GPU") {
+  SKIP_WITHOUT_NVRTC();
+#ifdef SPMD_WITH_CUDA
+  using namespace spmd::kernels::cuda;
+  for (const std::string arch : {"80", "90"}) {
+    CAPTURE(arch);
+    const std::string ptx = nvrtc_compile(residual_norm_source(), "compute_" + arch);
+    CHECK(ptx.find(".entry spmd_residual_norm_forward(") != std::string::npos);
+    CHECK(ptx.find(".entry spmd_residual_norm_backward(") != std::string::npos);
   }
 #endif
 }

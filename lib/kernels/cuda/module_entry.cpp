@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "kernels/cuda/counter_dropout.h"
+#include "kernels/cuda/residual_norm.h"
 #include "kernels/cuda/softmax_cross_entropy.h"
 #include "kernels/cuda_module.h"
 
@@ -50,7 +51,9 @@ const Module kModule{device_count,
                      peak_allocated_bytes,
                      make_nccl,
                      kernels::cuda::counter_dropout_mask,
-                     kernels::cuda::softmax_cross_entropy};
+                     kernels::cuda::softmax_cross_entropy,
+                     kernels::cuda::residual_norm_forward,
+                     kernels::cuda::residual_norm_backward};
 
 }  // namespace
 }  // namespace spmd::cuda
