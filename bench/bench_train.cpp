@@ -9,6 +9,7 @@
 //   bench_train --config configs/bench/baby.yaml [--set k=v]... [--warmup 5] [--steps 20] [--json out.json]
 //   bench_train --config configs/bench/dp2.yaml --nproc 2      # forks 2 ranks like spmd-train
 //   RANK=.. WORLD_SIZE=.. MASTER_ADDR=.. MASTER_PORT=.. bench_train --config ...   # one torchrun rank
+//   bench_train --config configs/gpt2-124m.yaml --census h100 [--json out.json]   # census_mode.h
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "census_mode.h"
 #include "config/config.h"
 #include "device_profile.h"
 #include "kernels/cpu/cpu_gemm.h"
@@ -65,6 +67,7 @@ struct BenchOptions {
   bool default_allocator = false;
   std::string json_path;
   std::string trace_path;
+  std::string census;  // a GPU: the op census of one step instead of the timing
 };
 
 void setup_bench(CLI::App& app, BenchOptions& opt) {
@@ -80,6 +83,11 @@ void setup_bench(CLI::App& app, BenchOptions& opt) {
   app.add_option("--trace", opt.trace_path,
                  "after the timed steps, profile 3 more with libtorch's profiler into this chrome://tracing "
                  "file (rank 0; per-op times; on CUDA the GPU's kernels too, summed by name in the report)");
+  app.add_option("--census", opt.census,
+                 "instead of timing: one step of the GPU's code path on the CPU (runtime.cpu_kernels=generic, one "
+                 "process; a mesh of more than one device is refused) under the op census: per op kind and region "
+                 "calls, dtypes, FLOPs, bytes, host syncs, what backward holds, and a roofline estimate on this GPU")
+      ->check(CLI::IsMember({"h100", "h200", "a100"}));
   app.add_flag("--default-allocator", opt.default_allocator,
                "keep libtorch's CPU allocator (glibc maps and unmaps every block over 32 MiB each step) instead "
                "of install_caching_cpu_allocator()");
@@ -606,6 +614,8 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
 }
 
 int run_bench(const BenchOptions& opt, const std::vector<std::string>& argv) {
+  if (!opt.census.empty())
+    return spmd::bench::run_census({opt.config_path, opt.overrides, opt.census, opt.json_path, opt.default_allocator});
   spmd::Config config = spmd::load_config(opt.config_path, opt.overrides);
   const int mesh_size = static_cast<int>(spmd::plan_layout(config).mesh.size());
   spmd::RendezvousInfo rendezvous;

@@ -48,6 +48,11 @@ struct Module {
                                  const at::Tensor& rstd, const at::Tensor& d_normed, const at::Tensor& d_sum_in,
                                  bool rms, at::Tensor& d_sum, at::Tensor& d_delta, at::Tensor& d_weight,
                                  at::Tensor& d_bias);
+  // rotary, swiglu_forward / _backward (kernels/cuda/pointwise.h).
+  void (*rotary)(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, double sign, at::Tensor& out);
+  void (*swiglu_forward)(const at::Tensor& gate, const at::Tensor& up, at::Tensor& out);
+  void (*swiglu_backward)(const at::Tensor& gate, const at::Tensor& up, const at::Tensor& d_out, at::Tensor& d_gate,
+                          at::Tensor& d_up);
 };
 
 // Whether this build has the module (a CUDA build: SPMD_WITH_CUDA).

@@ -68,7 +68,7 @@ ResidualNormForward residual_norm_forward(const at::Tensor& x, const at::Tensor&
                                           const at::Tensor& bias, double eps, bool rms, at::ScalarType out_dtype) {
   RECORD_FUNCTION("spmd::residual_norm", defined_of({x, delta, weight, bias}));
   ResidualNormForward f;
-  f.sum = x + delta.to(at::kFloat);
+  f.sum = delta.defined() ? x + delta.to(at::kFloat) : x;
   const int64_t C = x.size(1);
   f.mean = rms ? at::zeros({x.size(0)}, x.options()) : f.sum.sum(1) / static_cast<double>(C);
   const at::Tensor centred = f.sum - f.mean.unsqueeze(1);
@@ -76,7 +76,8 @@ ResidualNormForward residual_norm_forward(const at::Tensor& x, const at::Tensor&
   at::Tensor normed = centred * f.rstd.unsqueeze(1) * weight;
   if (bias.defined()) normed = normed + bias;
   f.normed = normed.to(out_dtype);
-  record_outputs(guard, {f.sum, f.normed, f.mean, f.rstd});
+  record_outputs(guard, delta.defined() ? std::vector<c10::IValue>{f.sum, f.normed, f.mean, f.rstd}
+                                        : std::vector<c10::IValue>{f.normed, f.mean, f.rstd});  // no sum: x itself
   return f;
 }
 
@@ -94,11 +95,39 @@ ResidualNormBackward residual_norm_backward(const at::Tensor& sum, const at::Ten
   ResidualNormBackward b;
   b.d_sum = (centred_g - xhat * mean_g_xhat) * rstd.unsqueeze(1);
   if (d_sum_in.defined()) b.d_sum = b.d_sum + d_sum_in;
-  b.d_delta = b.d_sum.to(delta_dtype);
+  if (delta_dtype != at::ScalarType::Undefined) b.d_delta = b.d_sum.to(delta_dtype);
   b.d_weight = (dn * xhat).sum(0);
   b.d_bias = dn.sum(0);
-  record_outputs(guard, {b.d_sum, b.d_delta, b.d_weight, b.d_bias});
+  record_outputs(guard, b.d_delta.defined() ? std::vector<c10::IValue>{b.d_sum, b.d_delta, b.d_weight, b.d_bias}
+                                            : std::vector<c10::IValue>{b.d_sum, b.d_weight, b.d_bias});
   return b;
+}
+
+at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, double sign) {
+  RECORD_FUNCTION("spmd::rotary", defined_of({x, cos, sin}));
+  const int64_t half = x.size(-1) / 2;
+  const at::Tensor x32 = x.to(at::kFloat);
+  const at::Tensor rotated = at::cat({-x32.narrow(-1, half, half), x32.narrow(-1, 0, half)}, -1);
+  at::Tensor out = (x32 * cos + rotated * sin * sign).to(x.scalar_type());
+  record_outputs(guard, {out});
+  return out;
+}
+
+at::Tensor swiglu_forward(const at::Tensor& gate, const at::Tensor& up) {
+  RECORD_FUNCTION("spmd::swiglu", defined_of({gate, up}));
+  at::Tensor out = (at::silu(gate.to(at::kFloat)) * up.to(at::kFloat)).to(gate.scalar_type());
+  record_outputs(guard, {out});
+  return out;
+}
+
+std::pair<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& gate, const at::Tensor& up, const at::Tensor& d_out) {
+  RECORD_FUNCTION("spmd::swiglu_backward", defined_of({gate, up, d_out}));
+  const at::Tensor g = gate.to(at::kFloat), u = up.to(at::kFloat), dy = d_out.to(at::kFloat);
+  const at::Tensor s = at::sigmoid(g);
+  at::Tensor d_gate = (dy * u * s * (1 + g * (1 - s))).to(gate.scalar_type());
+  at::Tensor d_up = (dy * g * s).to(up.scalar_type());
+  record_outputs(guard, {d_gate, d_up});
+  return {d_gate, d_up};
 }
 
 }  // namespace spmd::kernels::gpu_stand_in

@@ -26,7 +26,8 @@ std::pair<at::Tensor, at::Tensor> softmax_cross_entropy(const at::Tensor& logits
 
 // kernels/cuda/residual_norm.cuh, forward: for (rows, C) x (float32) and delta, sum = x + delta,
 // LayerNorm (or, with `rms`, RMSNorm) of it with weight (and bias, undefined for none) in
-// `out_dtype`, and each row's mean (0 for RMSNorm) and 1/std. {sum, normed, mean, rstd}.
+// `out_dtype`, and each row's mean (0 for RMSNorm) and 1/std. {sum, normed, mean, rstd}. An
+// undefined delta: sum is x itself.
 struct ResidualNormForward {
   at::Tensor sum, normed, mean, rstd;
 };
@@ -34,12 +35,21 @@ ResidualNormForward residual_norm_forward(const at::Tensor& x, const at::Tensor&
                                           const at::Tensor& bias, double eps, bool rms, at::ScalarType out_dtype);
 
 // Its backward: d_sum = d_sum_in (undefined: 0) + the norm's input gradient from d_normed,
-// d_delta = d_sum in `delta_dtype`, and the weight's and bias's gradients (float32, (C,)).
+// d_delta = d_sum in `delta_dtype` (Undefined: none), and the weight's and bias's gradients
+// (float32, (C,)).
 struct ResidualNormBackward {
   at::Tensor d_sum, d_delta, d_weight, d_bias;
 };
 ResidualNormBackward residual_norm_backward(const at::Tensor& sum, const at::Tensor& weight, const at::Tensor& mean,
                                             const at::Tensor& rstd, const at::Tensor& d_normed,
                                             const at::Tensor& d_sum_in, bool rms, at::ScalarType delta_dtype);
+
+// kernels/cuda/pointwise.cuh: x (B, T, H, D) rotated by the angles whose cos, sin are float32
+// (P, T, 1, D) (sign -1: by their opposites, the backward), in float32, rounded once to x's dtype.
+at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, double sign);
+
+// silu(gate) * up in float32, rounded once; its backward {d_gate, d_up}, likewise.
+at::Tensor swiglu_forward(const at::Tensor& gate, const at::Tensor& up);
+std::pair<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& gate, const at::Tensor& up, const at::Tensor& d_out);
 
 }  // namespace spmd::kernels::gpu_stand_in

@@ -334,7 +334,7 @@ at::Tensor dropout(const at::Tensor& x, const DropoutDraws& draws) {
   return x * draws.materialize(x.device());
 }
 
-at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
+
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   const at::Tensor x32 = x.to(at::kFloat);

@@ -93,7 +93,8 @@ struct ResidualNormed {
   at::Tensor normed;  // norm(sum) in the operand dtype asked for: the next products' input
 };
 // A pre-norm block's `sum = x + delta` and norm(sum) as one op, autograd-aware (residual_norm.cpp):
-// x (..., C) float32, delta float32 or bf16; LayerNorm with weight and bias (undefined: none) or,
+// x (..., C) float32, delta float32 or bf16 or undefined (then the sum is x itself: a block's first
+// norm, whose gradient then joins the residual's in the same pass, with no separate add); LayerNorm with weight and bias (undefined: none) or,
 // with `rms`, RMSNorm with weight alone; statistics in float32. On a GPU one kernel each way
 // (kernels/cuda/residual_norm.cuh): forward reads x and delta once and writes the sum and the
 // normed rows; backward adds the norm's gradient to the residual's and writes the branch's
@@ -155,8 +156,16 @@ at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias = at::Tensor())
 // x * draws.materialize(x.device()), which autograd keeps. The same bits either way.
 at::Tensor dropout(const at::Tensor& x, const DropoutDraws& draws);
 
-// Llama's SwiGLU: silu(gate) * up, elementwise.
+// Llama's SwiGLU: silu(gate) * up, elementwise. On the device-generic path one op each way
+// (pointwise.cpp: a kernel of our own on a GPU, kernels/cuda/pointwise.cuh; the CPU stand-in
+// elsewhere), computed in float32 and rounded once; on a CPU libtorch's silu and multiply.
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
+
+// Rotary embeddings: x (B, T, H, D) rotated by the angles whose cos and sin are float32
+// (P, T, 1, D), P 1 or B: x cos + rotate_half(x) sin, rotate_half(x) = [-x2, x1], computed in
+// float32 and returned in x's dtype; autograd-aware (the backward rotates back). One kernel each
+// way on a GPU (kernels/cuda/pointwise.cuh), the CPU stand-in of the same numbers elsewhere.
+at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
 // RMSNorm over x's last dim: x / sqrt(mean(x^2) + eps) * weight, the statistics in float32
 // whatever x's dtype (as Hugging Face's LlamaRMSNorm); weight of size x.size(-1).

@@ -7,8 +7,9 @@
 
 namespace spmd {
 
-at::Tensor Gpt2::layer_norm(const at::Tensor& x, const std::string& prefix, ModelOps& ops) const {
-  return ops.layer_norm(x, prefix + ".weight", config_.bias ? prefix + ".bias" : "", 1e-5);
+ModelOps::AddNormed Gpt2::add_layer_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& prefix,
+                                         ModelOps& ops) const {
+  return ops.add_layer_norm(x, delta, prefix + ".weight", config_.bias ? prefix + ".bias" : "", 1e-5);
 }
 
 at::Tensor Gpt2::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache,
@@ -31,9 +32,8 @@ at::Tensor Gpt2::cached_attention(const at::Tensor& qkv, int64_t layer, ModelOps
 
 at::Tensor Gpt2::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training) const {
   const std::string p = fmt::format("h.{}.mlp", layer);
-  // The c_fc bias rides inside the GELU (one pass over the activation where a fused kernel can).
-  at::Tensor h = ops.dense(x, p + ".c_fc.weight", "", 1);  // (B, T, 4C)
-  h = ops.bias_gelu(h, config_.bias ? p + ".c_fc.bias" : "");
+  // The c_fc bias rides in the fused GELU pass (a CPU) or in the product (the GPU's path).
+  const at::Tensor h = ops.dense_gelu(x, p + ".c_fc.weight", config_.bias ? p + ".c_fc.bias" : "");  // (B, T, 4C)
   at::Tensor y = ops.dense(h, p + ".c_proj.weight", config_.bias ? p + ".c_proj.bias" : "", 1);   // (B, T, C)
   if (training && config_.dropout > 0) y = ops.dropout(y, p + ".resid_dropout", kResidualAxes);
   return y;
@@ -58,12 +58,14 @@ at::Tensor Gpt2::embed(const at::Tensor& idx, ModelOps& ops, bool training, int6
 
 at::Tensor Gpt2::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool training, KvCache* cache,
                        const at::Tensor& document_starts) const {
-  const at::Tensor a = attention(layer_norm(x, fmt::format("h.{}.ln_1", l), ops), l, ops, training, cache, document_starts);
-  const std::string ln_2 = fmt::format("h.{}.ln_2", l);
-  const auto [h, normed] = ops.add_layer_norm(x, a, ln_2 + ".weight", config_.bias ? ln_2 + ".bias" : "", 1e-5);
-  return h + mlp(normed, l, ops, training);
+  const auto [residual, ln_1] = add_layer_norm(x, at::Tensor(), fmt::format("h.{}.ln_1", l), ops);
+  const at::Tensor a = attention(ln_1, l, ops, training, cache, document_starts);
+  const auto [h, ln_2] = add_layer_norm(residual, a, fmt::format("h.{}.ln_2", l), ops);
+  return h + mlp(ln_2, l, ops, training);
 }
 
-at::Tensor Gpt2::final_norm(const at::Tensor& x, ModelOps& ops) const { return layer_norm(x, "ln_f", ops); }
+at::Tensor Gpt2::final_norm(const at::Tensor& x, ModelOps& ops) const {
+  return add_layer_norm(x, at::Tensor(), "ln_f", ops).normed;
+}
 
 }  // namespace spmd

@@ -16,7 +16,9 @@ class Gpt2 : public Model {
                    const at::Tensor& document_starts = at::Tensor()) const override;
 
  private:
-  at::Tensor layer_norm(const at::Tensor& x, const std::string& prefix, ModelOps& ops) const;
+  // sum = x + delta (delta undefined: x) and the LayerNorm `prefix` of it (ModelOps::add_layer_norm).
+  ModelOps::AddNormed add_layer_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& prefix,
+                                     ModelOps& ops) const;
   at::Tensor block(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache,
                    const at::Tensor& document_starts) const override;
   at::Tensor final_norm(const at::Tensor& x, ModelOps& ops) const override;

@@ -34,8 +34,8 @@ at::Tensor Llama::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, b
   // Each position rotated by its true place: context-parallel chunks and packed documents too.
   const RopeAngles angles =
       rope_angles(ops.positions(q.size(1), cache ? cache->length : 0, document_starts), inverse_frequencies_);
-  q = apply_rope(q, angles);
-  k = apply_rope(k, angles);
+  q = ops.rotary(q, angles.cos, angles.sin);
+  k = ops.rotary(k, angles.cos, angles.sin);
   const int64_t H = q.size(2);
   const bool drop = training && config_.dropout > 0;
   at::Tensor y;
@@ -71,14 +71,14 @@ at::Tensor Llama::embed(const at::Tensor& idx, ModelOps& ops, bool training, int
 at::Tensor Llama::block(const at::Tensor& x, int64_t l, ModelOps& ops, bool training, KvCache* cache,
                         const at::Tensor& document_starts) const {
   const double eps = config_.rms_norm_eps;
-  const at::Tensor a = attention(ops.rms_norm(x, fmt::format("h.{}.attn_norm.weight", l), eps), l, ops, training,
-                                 cache, document_starts);
-  const auto [h, normed] = ops.add_rms_norm(x, a, fmt::format("h.{}.mlp_norm.weight", l), eps);
-  return h + mlp(normed, l, ops, training);
+  const auto [residual, attn_norm] = ops.add_rms_norm(x, at::Tensor(), fmt::format("h.{}.attn_norm.weight", l), eps);
+  const at::Tensor a = attention(attn_norm, l, ops, training, cache, document_starts);
+  const auto [h, mlp_norm] = ops.add_rms_norm(residual, a, fmt::format("h.{}.mlp_norm.weight", l), eps);
+  return h + mlp(mlp_norm, l, ops, training);
 }
 
 at::Tensor Llama::final_norm(const at::Tensor& x, ModelOps& ops) const {
-  return ops.rms_norm(x, "ln_f.weight", config_.rms_norm_eps);
+  return ops.add_rms_norm(x, at::Tensor(), "ln_f.weight", config_.rms_norm_eps).normed;
 }
 
 }  // namespace spmd

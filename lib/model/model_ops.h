@@ -31,19 +31,21 @@ class ModelOps {
   virtual at::Tensor rms_norm(const at::Tensor& x, const std::string& weight, double eps) = 0;
 
   // The residual stream after a block's branch and the norm that reads it next: sum = x + delta
-  // (float32) and normed = LayerNorm(sum) (add_rms_norm: RMSNorm) in the matmul operand dtype:
-  // by default `x + delta` then layer_norm (rms_norm); one op where the runtime has one.
+  // (float32; delta undefined: x itself) and normed = LayerNorm(sum) (add_rms_norm: RMSNorm) in
+  // the matmul operand dtype: by default `x + delta` then layer_norm (rms_norm); one op where the
+  // runtime has one. The caller goes on with `sum`, not x: the norm's gradient then joins the
+  // residual's inside the op.
   struct AddNormed {
     at::Tensor sum, normed;
   };
   virtual AddNormed add_layer_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight,
                                    const std::string& bias, double eps) {
-    const at::Tensor sum = x + delta;
+    const at::Tensor sum = delta.defined() ? x + delta : x;
     return {sum, layer_norm(sum, weight, bias, eps)};
   }
   virtual AddNormed add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight,
                                  double eps) {
-    const at::Tensor sum = x + delta;
+    const at::Tensor sum = delta.defined() ? x + delta : x;
     return {sum, rms_norm(sum, weight, eps)};
   }
 
@@ -79,11 +81,21 @@ class ModelOps {
   // whose keys and values k, v (B, S, H, D) hold -> (B, T, H, D). No dropout.
   virtual at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) = 0;
 
+  // Rotary embeddings: x (B, T, H, D) rotated by angles whose cos and sin are float32 (P, T, 1, D)
+  // (model/rope.h), in float32, returned in x's dtype. By default rope.h's apply_rope.
+  virtual at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
   // Llama's SwiGLU: silu(gate) * up, in the inputs' dtype (bf16 between bf16 matmuls).
   virtual at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) = 0;
 
   // GPT-2's tanh-approximate GELU of h + the named bias ("" for none) over h's last dim.
   virtual at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) = 0;
+
+  // GELU(x . W + b) (tanh-approximate; bias "" for none): by default the product, then bias + GELU
+  // as one pass (bias_gelu); where the runtime's products take the bias more cheaply, in them.
+  virtual at::Tensor dense_gelu(const at::Tensor& x, const std::string& weight, const std::string& bias) {
+    return bias_gelu(dense(x, weight, "", 1), bias);
+  }
 
   // Dropout whose mask is a function of (seed, step, site, global element index); `logical`
   // names x's dims so the global index can be known.

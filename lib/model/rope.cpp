@@ -1,6 +1,8 @@
 // Rotary frequencies, angles and the rotation.
 #include "model/rope.h"
 
+#include "model/model_ops.h"
+
 #include <cmath>
 #include <vector>
 
@@ -45,6 +47,10 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeAngles& angles) {
   const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   // In float32 (the angles'), the result in x's dtype: bf16 q and k stay bf16 for attention.
   return (x * angles.cos + rotated * angles.sin).to(x.scalar_type());
+}
+
+at::Tensor ModelOps::rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return apply_rope(x, {cos, sin});
 }
 
 }  // namespace spmd

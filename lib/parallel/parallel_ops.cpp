@@ -296,6 +296,19 @@ at::Tensor ParallelOps::bias_gelu(const at::Tensor& h, const std::string& bias) 
   return kernels::bias_gelu(h, bias.empty() ? at::Tensor() : matmul_param(bias));
 }
 
+at::Tensor ParallelOps::rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  // The GPU's path rotates in one op each way (kernels::rotary); the CPU keeps rope.h's ops.
+  if (!kernels::takes_generic_path(x.device())) return ModelOps::rotary(x, cos, sin);
+  return kernels::rotary(x, cos, sin);
+}
+
+at::Tensor ParallelOps::dense_gelu(const at::Tensor& x, const std::string& weight, const std::string& bias) {
+  // The CPU's fused bias + GELU pass costs what GELU alone does; on the device-generic path (the
+  // GPU's) bias + GELU are two passes over (N, 4C), so the bias rides in the product's addmm there.
+  if (bias.empty() || !kernels::takes_generic_path(x.device())) return ModelOps::dense_gelu(x, weight, bias);
+  return kernels::bias_gelu(dense(x, weight, bias, 1));
+}
+
 at::Tensor ParallelOps::swiglu(const at::Tensor& gate, const at::Tensor& up) { return kernels::swiglu(gate, up); }
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {

@@ -46,6 +46,8 @@ class ParallelOps : public ModelOps {
   at::Tensor rms_norm(const at::Tensor& x, const std::string& weight, double eps) override;
   AddNormed add_layer_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight,
                            const std::string& bias, double eps) override;
+  at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) override;
+  at::Tensor dense_gelu(const at::Tensor& x, const std::string& weight, const std::string& bias) override;
   AddNormed add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight, double eps) override;
   at::Tensor positions(int64_t length, int64_t first_position, const at::Tensor& document_starts) override;
   at::Tensor embed(const std::string& table, const at::Tensor& ids) override;

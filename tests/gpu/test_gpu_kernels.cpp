@@ -173,28 +173,64 @@ TEST_CASE("cuda kernels: the residual add + LayerNorm / RMSNorm kernels equal th
   if (skip_without_gpu()) return;
   at::manual_seed(15);
   const c10::Device cuda(c10::kCUDA, 0);
-  for (const bool rms : {false, true}) {
+  for (const bool rms : {false, true})
+   for (const bool with_delta : {true, false}) {
     CAPTURE(rms);
-    const at::Tensor x0 = at::randn({4, 300, 768}), delta0 = at::randn({4, 300, 768}).to(at::kBFloat16);
+    CAPTURE(with_delta);
+    const at::Tensor x0 = at::randn({4, 300, 768});
+    const at::Tensor delta0 = with_delta ? at::randn({4, 300, 768}).to(at::kBFloat16) : at::Tensor();
     const at::Tensor w0 = at::randn({768}), b0 = rms ? at::Tensor() : at::randn({768});
     const at::Tensor d_sum = at::randn({4, 300, 768}), d_normed = at::randn({4, 300, 768}).to(at::kBFloat16);
     struct Run {
       at::Tensor sum, normed, dx, ddelta, dw, db;
     };
     auto run = [&](c10::Device device) {
-      at::Tensor x = x0.to(device).requires_grad_(true), delta = delta0.to(device).requires_grad_(true);
+      at::Tensor x = x0.to(device).requires_grad_(true);
+      at::Tensor delta = with_delta ? delta0.to(device).requires_grad_(true) : at::Tensor();
       at::Tensor w = w0.to(device).requires_grad_(true), b = rms ? at::Tensor() : b0.to(device).requires_grad_(true);
       const auto r = kernels::residual_norm(x, delta, w, b, 1e-5, rms, at::kBFloat16);
       (r.sum * d_sum.to(device) + r.normed.to(at::kFloat) * d_normed.to(device).to(at::kFloat)).sum().backward();
-      return Run{r.sum.cpu(), r.normed.cpu(), x.grad().cpu(), delta.grad().cpu(), w.grad().cpu(),
+      return Run{r.sum.cpu(), r.normed.cpu(), x.grad().cpu(), with_delta ? delta.grad().cpu() : at::Tensor(), w.grad().cpu(),
                  rms ? at::Tensor() : b.grad().cpu()};
     };
     const Run cpu = run(c10::Device(c10::kCPU)), gpu = run(cuda);
     CHECK(at::equal(gpu.sum, cpu.sum));
     CHECK(at::allclose(gpu.normed.to(at::kFloat), cpu.normed.to(at::kFloat), 1.0 / 128, 1e-3));
     CHECK(at::allclose(gpu.dx, cpu.dx, 1e-4, 1e-4));
-    CHECK(at::allclose(gpu.ddelta.to(at::kFloat), cpu.ddelta.to(at::kFloat), 1.0 / 128, 1e-3));
+    if (with_delta) CHECK(at::allclose(gpu.ddelta.to(at::kFloat), cpu.ddelta.to(at::kFloat), 1.0 / 128, 1e-3));
     CHECK(at::allclose(gpu.dw, cpu.dw, 1e-4, 1e-3));
     if (!rms) CHECK(at::allclose(gpu.db, cpu.db, 1e-4, 1e-3));
   }
+}
+
+TEST_CASE("cuda kernels: the rotary and SwiGLU kernels equal their CPU stand-ins, values and gradients") {
+  if (skip_without_gpu()) return;
+  at::manual_seed(19);
+  const c10::Device cuda(c10::kCUDA, 0);
+  const at::Tensor angles = at::rand({1, 64, 1, 32}) * 6, full = at::cat({angles, angles}, -1);
+  const at::Tensor cos = full.cos(), sin = full.sin();
+  const at::Tensor x0 = at::randn({4, 64, 6, 64}).to(at::kBFloat16), dy = at::randn({4, 64, 6, 64}).to(at::kBFloat16);
+  auto rotate = [&](c10::Device device) {
+    at::Tensor x = x0.to(device).requires_grad_(true);
+    const at::Tensor y = kernels::rotary(x, cos.to(device), sin.to(device));
+    y.backward(dy.to(device));
+    return std::make_pair(y.cpu().to(at::kFloat), x.grad().cpu().to(at::kFloat));
+  };
+  const auto [y_cpu, dx_cpu] = rotate(c10::Device(c10::kCPU));
+  const auto [y_gpu, dx_gpu] = rotate(cuda);
+  CHECK(at::allclose(y_gpu, y_cpu, 1.0 / 128, 1e-3));
+  CHECK(at::allclose(dx_gpu, dx_cpu, 1.0 / 128, 1e-3));
+
+  kernels::use_cpu_kernels(CpuKernels::kGeneric);  // the CPU's generic path: the stand-in
+  const at::Tensor g0 = at::randn({300, 1536}).to(at::kBFloat16), u0 = at::randn({300, 1536}).to(at::kBFloat16);
+  const at::Tensor d_out = at::randn({300, 1536}).to(at::kBFloat16);
+  auto glu = [&](c10::Device device) {
+    at::Tensor g = g0.to(device).requires_grad_(true), u = u0.to(device).requires_grad_(true);
+    const at::Tensor y = kernels::swiglu(g, u);
+    y.backward(d_out.to(device));
+    return std::vector<at::Tensor>{y.cpu().to(at::kFloat), g.grad().cpu().to(at::kFloat), u.grad().cpu().to(at::kFloat)};
+  };
+  const auto cpu = glu(c10::Device(c10::kCPU)), gpu = glu(cuda);
+  kernels::use_cpu_kernels(CpuKernels::kFused);
+  for (size_t i = 0; i < cpu.size(); ++i) CHECK(at::allclose(gpu[i], cpu[i], 1.0 / 128, 1e-3));
 }

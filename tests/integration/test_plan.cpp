@@ -22,11 +22,11 @@ const char* kRates = R"({"matmul_TFLOPs": 0.05, "memory_GBps": 10,
   "gather_group_sizes": {"4": {"latency_us": 120, "bandwidth_GBps": 0.5}}})";
 
 // The tiny run, shortened: 6 steps, one evaluation at the end.
-const std::vector<std::string> kShort = {"--set", "train.steps=6", "--set", "train.decay_steps=6", "--set",
+const std::vector<std::string> kPlanShort = {"--set", "train.steps=6", "--set", "train.decay_steps=6", "--set",
                                          "train.eval_every=6"};
 
 ProcessResult inspect(const TinyRun& run, const std::vector<std::string>& args) {
-  return run_process(with({binary_path("spmd-inspect"), "--config", run.config}, with(kShort, args)), {}, 120);
+  return run_process(with({binary_path("spmd-inspect"), "--config", run.config}, with(kPlanShort, args)), {}, 120);
 }
 
 nlohmann::json plans(const TinyRun& run, const std::string& rates, const std::vector<std::string>& extra = {}) {
@@ -56,7 +56,7 @@ TEST_CASE("plan: every layout the planner emits for a tiny model on 4 ranks trai
   std::map<std::string, std::vector<nlohmann::json>> by_layout;
   for (const auto& p : all) by_layout[layout_key(p)].push_back(p);
   REQUIRE(by_layout.size() >= 13);  // DP, FSDP, CP, TP, TP+SP, PP and their mixes over 4 devices
-  const Curve reference = train(run, run.dir.file("one"), kShort);
+  const Curve reference = train(run, run.dir.file("one"), kPlanShort);
   std::set<std::string> remats, schedules;
   std::set<int> contexts;  // context-parallel degrees run, alone and beside data, FSDP, tensor and stage axes
   size_t turn = 0;
@@ -100,7 +100,7 @@ TEST_CASE("plan: a llama's plans split key/value heads only where they divide, a
   CHECK(emitted.output.find("arch: llama") != std::string::npos);
   const std::string yaml = run.dir.file("llama-plan.yaml");
   write_file(yaml, emitted.output);
-  const Curve reference = train(run, run.dir.file("llama-one"), with(kShort, llama));
+  const Curve reference = train(run, run.dir.file("llama-one"), with(kPlanShort, llama));
   const std::string out = run.dir.file("llama-plan-out");
   const auto r = run_process({binary_path("spmd-train"), "--config", yaml, "--set", "output.dir=" + out}, {}, 300);
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
@@ -112,7 +112,7 @@ TEST_CASE("plan: an interleaved plan and a context-parallel ring plan, as emitte
   const std::string rates = rates_file(run);
   const std::vector<std::string> four_blocks{"--set", "model.n_layer=4"};
   const nlohmann::json all = plans(run, rates, four_blocks)["plans"];
-  const Curve reference = train(run, run.dir.file("one"), with(kShort, four_blocks));
+  const Curve reference = train(run, run.dir.file("one"), with(kPlanShort, four_blocks));
   const auto first = [&](const char* key, const char* value) {
     for (const auto& p : all)
       if (p[key] == value && (std::string(key) != "context_exchange" || p["context"].get<int>() > 1)) return p;

@@ -110,3 +110,64 @@ TEST_CASE("gpu stand-ins: the residual add + LayerNorm / RMSNorm op equals x + d
     }
   }
 }
+
+TEST_CASE("gpu stand-ins: the norm without a delta passes x through, and its gradient joins the residual's") {
+  at::manual_seed(16);
+  for (const bool rms : {false, true}) {
+    CAPTURE(rms);
+    const at::Tensor x0 = at::randn({6, 40}), w0 = at::randn({40}), b0 = rms ? at::Tensor() : at::randn({40});
+    const at::Tensor d_sum = at::randn({6, 40}), d_normed = at::randn({6, 40});
+    at::Tensor x = x0.clone().requires_grad_(true);
+    const auto got = kernels::residual_norm(x, at::Tensor(), w0, b0, 1e-5, rms, at::kFloat);
+    CHECK(got.sum.data_ptr() == x.data_ptr());  // x itself, no copy
+    (got.sum * d_sum + got.normed * d_normed).sum().backward();
+    at::Tensor xr = x0.to(at::kDouble).requires_grad_(true);
+    const at::Tensor bd = rms ? at::Tensor() : b0.to(at::kDouble);
+    const Unfused want = unfused_residual_norm(xr, at::zeros_like(xr), w0.to(at::kDouble), bd, rms);
+    (want.sum * d_sum.to(at::kDouble) + want.normed * d_normed.to(at::kDouble)).sum().backward();
+    CHECK(at::allclose(got.normed.to(at::kDouble), want.normed, 1e-5, 1e-5));
+    CHECK(at::allclose(x.grad().to(at::kDouble), xr.grad(), 1e-5, 1e-5));
+  }
+}
+
+TEST_CASE("gpu stand-ins: rotary embeddings equal the float32 rotation rounded once, and the backward rotates back") {
+  at::manual_seed(17);
+  const int64_t B = 2, T = 5, H = 3, D = 8;
+  const at::Tensor x0 = at::randn({B, T, H, D}).to(at::kBFloat16);
+  const at::Tensor angles = at::rand({B, T, 1, D / 2}) * 6;
+  const at::Tensor full = at::cat({angles, angles}, -1);
+  const at::Tensor cos = full.cos(), sin = full.sin();
+  at::Tensor x = x0.clone().requires_grad_(true);
+  const at::Tensor y = kernels::rotary(x, cos, sin);
+  CHECK((y.scalar_type() == at::kBFloat16));
+  // The reference: pairs (i, i + D/2) rotated by their angle, in double.
+  const at::Tensor xd = x0.to(at::kDouble), cd = cos.to(at::kDouble), sd = sin.to(at::kDouble);
+  const at::Tensor lo = xd.narrow(-1, 0, D / 2), hi = xd.narrow(-1, D / 2, D / 2);
+  const at::Tensor c = cd.narrow(-1, 0, D / 2), s = sd.narrow(-1, 0, D / 2);
+  const at::Tensor want = at::cat({lo * c - hi * s, hi * c + lo * s}, -1);
+  CHECK(at::allclose(y.to(at::kDouble), want, 1.0 / 128, 1e-6));
+  // A rotation's gradient is the inverse rotation of the output gradient: rotating y's gradient
+  // back must give x's gradient, and an orthogonal map keeps the norm.
+  const at::Tensor dy = at::randn({B, T, H, D}).to(at::kBFloat16);
+  y.backward(dy);
+  const at::Tensor dyd = dy.to(at::kDouble), dlo = dyd.narrow(-1, 0, D / 2), dhi = dyd.narrow(-1, D / 2, D / 2);
+  const at::Tensor want_dx = at::cat({dlo * c + dhi * s, dhi * c - dlo * s}, -1);
+  CHECK(at::allclose(x.grad().to(at::kDouble), want_dx, 1.0 / 128, 1e-6));
+}
+
+TEST_CASE("gpu stand-ins: SwiGLU on the generic path equals silu(gate) * up and its autograd gradients") {
+  at::manual_seed(18);
+  const at::Tensor g0 = at::randn({7, 33}) * 3, u0 = at::randn({7, 33}), dy = at::randn({7, 33});
+  kernels::use_cpu_kernels(CpuKernels::kGeneric);
+  at::Tensor g = g0.clone().requires_grad_(true), u = u0.clone().requires_grad_(true);
+  const at::Tensor y = kernels::swiglu(g, u);
+  y.backward(dy);
+  kernels::use_cpu_kernels(CpuKernels::kFused);
+  at::Tensor gr = g0.to(at::kDouble).requires_grad_(true), ur = u0.to(at::kDouble).requires_grad_(true);
+  const at::Tensor want = at::silu(gr) * ur;
+  want.backward(dy.to(at::kDouble));
+  CHECK(y.grad_fn()->name().find("SwiGlu") != std::string::npos);  // the op of its own, not silu and mul
+  CHECK(at::allclose(y.to(at::kDouble), want, 1e-6, 1e-6));
+  CHECK(at::allclose(g.grad().to(at::kDouble), gr.grad(), 1e-5, 1e-6));
+  CHECK(at::allclose(u.grad().to(at::kDouble), ur.grad(), 1e-5, 1e-6));
+}

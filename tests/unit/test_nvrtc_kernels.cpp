@@ -6,6 +6,7 @@
 #include "util/error.h"
 #ifdef SPMD_WITH_CUDA
 #include "kernels/cuda/counter_dropout.h"
+#include "kernels/cuda/pointwise.h"
 #include "kernels/cuda/residual_norm.h"
 #include "kernels/cuda/softmax_cross_entropy.h"
 #endif
@@ -60,6 +61,19 @@ TEST_CASE("nvrtc: the residual add + norm kernels (forward, backward) compile to
     const std::string ptx = nvrtc_compile(residual_norm_source(), "compute_" + arch);
     CHECK(ptx.find(".entry spmd_residual_norm_forward(") != std::string::npos);
     CHECK(ptx.find(".entry spmd_residual_norm_backward(") != std::string::npos);
+  }
+#endif
+}
+
+TEST_CASE("nvrtc: the rotary and SwiGLU kernels compile to PTX for compute_80 and compute_90 without a GPU") {
+  SKIP_WITHOUT_NVRTC();
+#ifdef SPMD_WITH_CUDA
+  using namespace spmd::kernels::cuda;
+  for (const std::string arch : {"80", "90"}) {
+    CAPTURE(arch);
+    const std::string ptx = nvrtc_compile(pointwise_source(), "compute_" + arch);
+    for (const std::string entry : {"spmd_rotary", "spmd_swiglu_forward", "spmd_swiglu_backward"})
+      CHECK(ptx.find(".entry " + entry + "(") != std::string::npos);
   }
 #endif
 }

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "kernels/cuda/counter_dropout.h"
+#include "kernels/cuda/pointwise.h"
 #include "kernels/cuda/residual_norm.h"
 #include "kernels/cuda/softmax_cross_entropy.h"
 #include "kernels/cuda_module.h"
@@ -53,7 +54,10 @@ const Module kModule{device_count,
                      kernels::cuda::counter_dropout_mask,
                      kernels::cuda::softmax_cross_entropy,
                      kernels::cuda::residual_norm_forward,
-                     kernels::cuda::residual_norm_backward};
+                     kernels::cuda::residual_norm_backward,
+                     kernels::cuda::rotary,
+                     kernels::cuda::swiglu_forward,
+                     kernels::cuda::swiglu_backward};
 
 }  // namespace
 }  // namespace spmd::cuda

@@ -5,6 +5,8 @@
 // branch's gradient written in its dtype beside it, and the weight's (and bias's) gradient summed
 // per block in shared memory (deterministic: each block owns its partial row, summed after).
 // LayerNorm: (s - mean) * rstd * w + b; RMSNorm (rms != 0): s * rstd * w. Statistics in float32.
+// Without a delta (null) the sum is x itself, not written, and backward writes no d_delta: the
+// norm at a block's start, whose gradient joins the residual's in the same pass.
 // Dtype codes: 0 float32, 1 bfloat16 (unsigned short bits).
 
 __device__ inline float spmd_rn_load(const void* p, long long i, int dtype) {
@@ -44,19 +46,22 @@ extern "C" __global__ void spmd_residual_norm_forward(const float* x, const void
   const long long row = blockIdx.x, base = row * C;
   float partial = 0.f;
   for (long long j = threadIdx.x; j < C; j += blockDim.x) {
-    const float s = x[base + j] + spmd_rn_load(delta, base + j, delta_dtype);
-    sum[base + j] = s;
+    float s = x[base + j];
+    if (delta != nullptr) {
+      s += spmd_rn_load(delta, base + j, delta_dtype);
+      sum[base + j] = s;
+    }
     partial += s;
   }
   const float mean = rms ? 0.f : spmd_rn_block_sum(partial, scratch) / static_cast<float>(C);
   partial = 0.f;
   for (long long j = threadIdx.x; j < C; j += blockDim.x) {
-    const float d = sum[base + j] - mean;
+    const float d = (delta != nullptr ? sum : x)[base + j] - mean;
     partial += d * d;
   }
   const float rstd = rsqrtf(spmd_rn_block_sum(partial, scratch) / static_cast<float>(C) + eps);
   for (long long j = threadIdx.x; j < C; j += blockDim.x) {
-    float v = (sum[base + j] - mean) * rstd * weight[j];
+    float v = ((delta != nullptr ? sum : x)[base + j] - mean) * rstd * weight[j];
     if (bias != nullptr) v += bias[j];
     spmd_rn_store(normed, base + j, normed_dtype, v);
   }
@@ -95,7 +100,7 @@ extern "C" __global__ void spmd_residual_norm_backward(const float* sum, const f
       float d = rstd * (dn * weight[j] - mean_g - xhat * mean_g_xhat);
       if (d_sum_in != nullptr) d += d_sum_in[base + j];
       d_sum[base + j] = d;
-      spmd_rn_store(d_delta, base + j, d_delta_dtype, d);
+      if (d_delta != nullptr) spmd_rn_store(d_delta, base + j, d_delta_dtype, d);
       dw[j] += dn * xhat;
       db[j] += dn;
     }

@@ -13,7 +13,8 @@ namespace spmd::kernels::cuda {
 NvrtcSource residual_norm_source();
 
 // Contiguous (rows, C) tensors on one CUDA device, float32 but for delta / normed / d_normed /
-// d_delta (float32 or bfloat16); bias undefined for none (and for RMSNorm). Forward writes sum,
+// d_delta (float32 or bfloat16); bias undefined for none (and for RMSNorm); delta undefined: the
+// sum is x (not written), and then d_delta undefined too. Forward writes sum,
 // normed, mean and rstd ((rows,) each; mean 0 for RMSNorm); backward writes d_sum (d_sum_in
 // added where defined), d_delta, and the weight's and bias's gradients ((C,) float32).
 void residual_norm_forward(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
