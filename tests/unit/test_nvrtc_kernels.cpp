@@ -2,6 +2,7 @@
 // wheel ships it), so a typo in a kernel or in the header it shares with the CPU
 // (kernels/counter_hash.h) fails here, on every CUDA build, not first on a GPU host.
 #include <string>
+#include <vector>
 
 #include "util/error.h"
 #ifdef SPMD_WITH_CUDA
@@ -26,54 +27,33 @@
 #define SKIP_WITHOUT_NVRTC() SPMD_SKIP("built without CUDA (" SPMD_CUDA_OFF_REASON "): no NVRTC kernels")
 #endif
 
-TEST_CASE("nvrtc: the dropout-mask kernel compiles to PTX for compute_80 and compute_90 without a GPU") {
-  SKIP_WITHOUT_NVRTC();
 #ifdef SPMD_WITH_CUDA
-  using namespace spmd::kernels::cuda;
+namespace {
+// The source compiles to PTX for sm_80 and sm_90 (A100, H100 / H200) with each of its entries.
+void check_compiles(const spmd::kernels::cuda::NvrtcSource& source, const std::vector<std::string>& entries) {
   for (const std::string arch : {"80", "90"}) {
     CAPTURE(arch);
-    const std::string ptx = nvrtc_compile(counter_dropout_source(), "compute_" + arch);
-    CHECK(ptx.find(".entry spmd_counter_dropout_mask(") != std::string::npos);
+    const std::string ptx = spmd::kernels::cuda::nvrtc_compile(source, "compute_" + arch);
     CHECK(ptx.find(".target sm_" + arch) != std::string::npos);
+    for (const std::string& entry : entries) CHECK(ptx.find(".entry " + entry + "(") != std::string::npos);
   }
-#endif
 }
+}  // namespace
+#endif
 
-TEST_CASE("nvrtc: the LM head's softmax cross-entropy kernel compiles to PTX for compute_80 and compute_90 without a GPU") {
+TEST_CASE("nvrtc: every kernel of our own compiles to PTX for compute_80 and compute_90 without a GPU") {
   SKIP_WITHOUT_NVRTC();
 #ifdef SPMD_WITH_CUDA
   using namespace spmd::kernels::cuda;
-  for (const std::string arch : {"80", "90"}) {
-    CAPTURE(arch);
-    const std::string ptx = nvrtc_compile(softmax_cross_entropy_source(), "compute_" + arch);
-    CHECK(ptx.find(".entry spmd_softmax_cross_entropy(") != std::string::npos);
-    CHECK(ptx.find(".target sm_" + arch) != std::string::npos);
+  SUBCASE("the dropout mask") { check_compiles(counter_dropout_source(), {"spmd_counter_dropout_mask"}); }
+  SUBCASE("the LM head's softmax cross-entropy") {
+    check_compiles(softmax_cross_entropy_source(), {"spmd_softmax_cross_entropy"});
   }
-#endif
-}
-
-TEST_CASE("nvrtc: the residual add + norm kernels (forward, backward) compile to PTX for compute_80 and compute_90 without a GPU") {
-  SKIP_WITHOUT_NVRTC();
-#ifdef SPMD_WITH_CUDA
-  using namespace spmd::kernels::cuda;
-  for (const std::string arch : {"80", "90"}) {
-    CAPTURE(arch);
-    const std::string ptx = nvrtc_compile(residual_norm_source(), "compute_" + arch);
-    CHECK(ptx.find(".entry spmd_residual_norm_forward(") != std::string::npos);
-    CHECK(ptx.find(".entry spmd_residual_norm_backward(") != std::string::npos);
+  SUBCASE("the residual add + norm, forward and backward") {
+    check_compiles(residual_norm_source(), {"spmd_residual_norm_forward", "spmd_residual_norm_backward"});
   }
-#endif
-}
-
-TEST_CASE("nvrtc: the rotary and SwiGLU kernels compile to PTX for compute_80 and compute_90 without a GPU") {
-  SKIP_WITHOUT_NVRTC();
-#ifdef SPMD_WITH_CUDA
-  using namespace spmd::kernels::cuda;
-  for (const std::string arch : {"80", "90"}) {
-    CAPTURE(arch);
-    const std::string ptx = nvrtc_compile(pointwise_source(), "compute_" + arch);
-    for (const std::string entry : {"spmd_rotary", "spmd_swiglu_forward", "spmd_swiglu_backward"})
-      CHECK(ptx.find(".entry " + entry + "(") != std::string::npos);
+  SUBCASE("rotary and SwiGLU") {
+    check_compiles(pointwise_source(), {"spmd_rotary", "spmd_swiglu_forward", "spmd_swiglu_backward"});
   }
 #endif
 }

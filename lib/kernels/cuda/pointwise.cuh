@@ -1,25 +1,10 @@
 // Pointwise ops that libtorch runs as several passes, one kernel each way (NVRTC, run-time
 // compiled; pointwise.h launches them): the rotary embedding of bf16 queries or keys (computed in
 // float32, rounded once; the backward is the rotation by the opposite angle) and SwiGLU,
-// silu(gate) * up (backward: both gradients in one pass, recomputing silu). Dtype codes: 0
-// float32, 1 bfloat16 (unsigned short bits). Grid-stride loops: any size.
+// silu(gate) * up (backward: both gradients in one pass, recomputing silu). Dtype codes as
+// bf16_bits.cuh's. Grid-stride loops: any size.
 
-__device__ inline float spmd_pw_load(const void* p, long long i, int dtype) {
-  if (dtype == 0) return static_cast<const float*>(p)[i];
-  return __uint_as_float(static_cast<unsigned int>(static_cast<const unsigned short*>(p)[i]) << 16);
-}
-
-__device__ inline void spmd_pw_store(void* p, long long i, int dtype, float v) {
-  if (dtype == 0) {
-    static_cast<float*>(p)[i] = v;
-    return;
-  }
-  const unsigned int bits = __float_as_uint(v);
-  const unsigned short b = (bits & 0x7fffffffu) > 0x7f800000u
-                               ? static_cast<unsigned short>(0x7fc0)
-                               : static_cast<unsigned short>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-  static_cast<unsigned short*>(p)[i] = b;
-}
+#include "kernels/cuda/bf16_bits.cuh"
 
 // x, out: contiguous (B, T, H, D); cos, sin: float32 (P, T, D) with P 1 (every row's positions
 // alike) or B. y_lo = x_lo c - x_hi s, y_hi = x_hi c + x_lo s over the two halves of D; `sign`
@@ -34,9 +19,9 @@ extern "C" __global__ void spmd_rotary(const void* x, void* out, int dtype, cons
     const long long angle = ((P == 1 ? 0 : b) * T + t) * D + d;
     const float c = cos[angle], s = sign * sin[angle];
     const long long lo = row * D + d, hi = lo + half;
-    const float x_lo = spmd_pw_load(x, lo, dtype), x_hi = spmd_pw_load(x, hi, dtype);
-    spmd_pw_store(out, lo, dtype, x_lo * c - x_hi * s);
-    spmd_pw_store(out, hi, dtype, x_hi * c + x_lo * s);
+    const float x_lo = spmd_load(x, lo, dtype), x_hi = spmd_load(x, hi, dtype);
+    spmd_store(out, lo, dtype, x_lo * c - x_hi * s);
+    spmd_store(out, hi, dtype, x_hi * c + x_lo * s);
   }
 }
 
@@ -45,8 +30,8 @@ __device__ inline float spmd_pw_sigmoid(float g) { return 1.f / (1.f + expf(-g))
 extern "C" __global__ void spmd_swiglu_forward(const void* gate, const void* up, void* out, int dtype, long long n) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const float g = spmd_pw_load(gate, i, dtype);
-    spmd_pw_store(out, i, dtype, g * spmd_pw_sigmoid(g) * spmd_pw_load(up, i, dtype));
+    const float g = spmd_load(gate, i, dtype);
+    spmd_store(out, i, dtype, g * spmd_pw_sigmoid(g) * spmd_load(up, i, dtype));
   }
 }
 
@@ -55,9 +40,9 @@ extern "C" __global__ void spmd_swiglu_backward(const void* gate, const void* up
                                                 void* d_up, int dtype, long long n) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const float g = spmd_pw_load(gate, i, dtype), u = spmd_pw_load(up, i, dtype), dy = spmd_pw_load(d_out, i, dtype);
+    const float g = spmd_load(gate, i, dtype), u = spmd_load(up, i, dtype), dy = spmd_load(d_out, i, dtype);
     const float s = spmd_pw_sigmoid(g);
-    spmd_pw_store(d_gate, i, dtype, dy * u * s * (1.f + g * (1.f - s)));
-    spmd_pw_store(d_up, i, dtype, dy * g * s);
+    spmd_store(d_gate, i, dtype, dy * u * s * (1.f + g * (1.f - s)));
+    spmd_store(d_up, i, dtype, dy * g * s);
   }
 }

@@ -7,24 +7,9 @@
 // LayerNorm: (s - mean) * rstd * w + b; RMSNorm (rms != 0): s * rstd * w. Statistics in float32.
 // Without a delta (null) the sum is x itself, not written, and backward writes no d_delta: the
 // norm at a block's start, whose gradient joins the residual's in the same pass.
-// Dtype codes: 0 float32, 1 bfloat16 (unsigned short bits).
+// Dtype codes as bf16_bits.cuh's.
 
-__device__ inline float spmd_rn_load(const void* p, long long i, int dtype) {
-  if (dtype == 0) return static_cast<const float*>(p)[i];
-  return __uint_as_float(static_cast<unsigned int>(static_cast<const unsigned short*>(p)[i]) << 16);
-}
-
-__device__ inline void spmd_rn_store(void* p, long long i, int dtype, float v) {
-  if (dtype == 0) {
-    static_cast<float*>(p)[i] = v;
-    return;
-  }
-  const unsigned int bits = __float_as_uint(v);
-  const unsigned short b = (bits & 0x7fffffffu) > 0x7f800000u
-                               ? static_cast<unsigned short>(0x7fc0)
-                               : static_cast<unsigned short>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-  static_cast<unsigned short*>(p)[i] = b;
-}
+#include "kernels/cuda/bf16_bits.cuh"
 
 // The sum of v over the block (blockDim.x a multiple of 32, at most 1024), on every thread.
 __device__ inline float spmd_rn_block_sum(float v, float* scratch) {
@@ -48,7 +33,7 @@ extern "C" __global__ void spmd_residual_norm_forward(const float* x, const void
   for (long long j = threadIdx.x; j < C; j += blockDim.x) {
     float s = x[base + j];
     if (delta != nullptr) {
-      s += spmd_rn_load(delta, base + j, delta_dtype);
+      s += spmd_load(delta, base + j, delta_dtype);
       sum[base + j] = s;
     }
     partial += s;
@@ -63,7 +48,7 @@ extern "C" __global__ void spmd_residual_norm_forward(const float* x, const void
   for (long long j = threadIdx.x; j < C; j += blockDim.x) {
     float v = ((delta != nullptr ? sum : x)[base + j] - mean) * rstd * weight[j];
     if (bias != nullptr) v += bias[j];
-    spmd_rn_store(normed, base + j, normed_dtype, v);
+    spmd_store(normed, base + j, normed_dtype, v);
   }
   if (threadIdx.x == 0) {
     mean_out[row] = mean;
@@ -88,7 +73,7 @@ extern "C" __global__ void spmd_residual_norm_backward(const float* sum, const f
     float g_sum = 0.f, g_xhat = 0.f;
     for (long long j = threadIdx.x; j < C; j += blockDim.x) {
       const float xhat = (sum[base + j] - mean) * rstd;
-      const float g = spmd_rn_load(d_normed, base + j, d_normed_dtype) * weight[j];
+      const float g = spmd_load(d_normed, base + j, d_normed_dtype) * weight[j];
       g_sum += g;
       g_xhat += g * xhat;
     }
@@ -96,11 +81,11 @@ extern "C" __global__ void spmd_residual_norm_backward(const float* sum, const f
     const float mean_g_xhat = spmd_rn_block_sum(g_xhat, scratch) / static_cast<float>(C);
     for (long long j = threadIdx.x; j < C; j += blockDim.x) {
       const float xhat = (sum[base + j] - mean) * rstd;
-      const float dn = spmd_rn_load(d_normed, base + j, d_normed_dtype);
+      const float dn = spmd_load(d_normed, base + j, d_normed_dtype);
       float d = rstd * (dn * weight[j] - mean_g - xhat * mean_g_xhat);
       if (d_sum_in != nullptr) d += d_sum_in[base + j];
       d_sum[base + j] = d;
-      if (d_delta != nullptr) spmd_rn_store(d_delta, base + j, d_delta_dtype, d);
+      if (d_delta != nullptr) spmd_store(d_delta, base + j, d_delta_dtype, d);
       dw[j] += dn * xhat;
       db[j] += dn;
     }

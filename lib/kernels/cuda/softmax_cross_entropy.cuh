@@ -6,6 +6,8 @@
 // Columns >= valid are padding: probability 0. A negative target scores nothing: loss 0, and the
 // gradient row is the softmax alone (the caller zeroes that row's contributions).
 
+#include "kernels/cuda/bf16_bits.cuh"
+
 #define SPMD_INF __int_as_float(0x7f800000)
 
 // (m, s) of one set merged with another's: the max, and the sum of exp(x - max).
@@ -22,13 +24,6 @@ __device__ inline void spmd_merge(float& m, float& s, float m2, float s2) {
   } else {
     s += s2 * expf(m2 - m);
   }
-}
-
-// float -> bfloat16 bits, rounded to nearest even (c10::BFloat16's rounding); NaN stays NaN.
-__device__ inline unsigned short spmd_to_bf16(float f) {
-  const unsigned int bits = __float_as_uint(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-  return static_cast<unsigned short>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
 extern "C" __global__ void spmd_softmax_cross_entropy(const float* logits, long long ld, long long columns,
