@@ -21,13 +21,14 @@ namespace {
 
 // The index's entry for every array: global shape, spec, and the block each replica group's
 // writer wrote (from the ranks' manifests).
-nlohmann::json index_arrays(const ModelLayout& layout, const std::map<int64_t, nlohmann::json>& manifests) {
+nlohmann::json index_arrays(const TrainConfig& train, const ModelLayout& layout,
+                            const std::map<int64_t, nlohmann::json>& manifests) {
   nlohmann::json arrays = nlohmann::json::array();
   const auto writers = block_writers(layout);
   for (size_t i = 0; i < layout.params.size(); ++i) {
     const ParamLayout& p = layout.params[i];
-    for (const char* kind : kCheckpointArrayKinds) {
-      const std::string name = std::string(kind) + "/" + p.info.name;
+    for (const std::string& kind : checkpoint_array_kinds(train, p.info)) {
+      const std::string name = kind + "/" + p.info.name;
       nlohmann::json block_list = nlohmann::json::array();
       for (const int64_t holder : writers[i]) {
         const auto& m = manifests.at(holder).at(name);
@@ -63,9 +64,9 @@ nlohmann::json index_of(const SaveJob& job, const Config& config, const ModelLay
           {"padded_vocab", layout.padded_vocab},
           {"data_iterator", small.at("data_iterator")},
           {"rng", {{"kind", "counter-based splitmix64"}, {"seed", config.train.seed}}},
-          {"optimizer", {{"kind", "adamw"}, {"steps_taken", small.at("steps_taken")}}},
+          {"optimizer", {{"kind", name_of(config.train.optimizer)}, {"steps_taken", small.at("steps_taken")}}},
           {"config", config.resolved_yaml},
-          {"arrays", index_arrays(layout, manifests)}};
+          {"arrays", index_arrays(config.train, layout, manifests)}};
 }
 
 // Keeps the newest `keep` complete checkpoints in `dir`.

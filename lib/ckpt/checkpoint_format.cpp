@@ -5,9 +5,16 @@
 
 #include <fmt/format.h>
 
+#include "muon/muon_matrices.h"
+
 namespace fs = std::filesystem;
 
 namespace spmd {
+
+std::vector<std::string> checkpoint_array_kinds(const TrainConfig& train, const ParamInfo& param) {
+  if (takes_muon(train, param)) return {"param", "momentum"};
+  return {"param", "exp_avg", "exp_avg_sq"};
+}
 
 std::string checkpoint_step_dir_name(int64_t step) { return fmt::format("step_{:08d}", step); }
 std::string checkpoint_rank_file_name(int rank) { return fmt::format("rank_{:05d}.safetensors", rank); }

@@ -7,16 +7,19 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "model/params.h"
 
 namespace spmd {
 
 constexpr int kCheckpointFormatVersion = 1;
-// The arrays saved per parameter: the parameter and AdamW's two moments.
-inline const char* const kCheckpointArrayKinds[] = {"param", "exp_avg", "exp_avg_sq"};
+// The arrays saved per parameter: the parameter and its optimizer's state, AdamW's two moments
+// (exp_avg, exp_avg_sq) or, for a Muon matrix (train.optimizer muon), its momentum buffer.
+std::vector<std::string> checkpoint_array_kinds(const TrainConfig& train, const ParamInfo& param);
 
 std::string checkpoint_step_dir_name(int64_t step);  // step_00000100
 std::string checkpoint_rank_file_name(int rank);     // rank_00003.safetensors

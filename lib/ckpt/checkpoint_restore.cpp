@@ -81,11 +81,14 @@ nlohmann::json read_checked_index(const std::string& path, const ModelConfig& mo
 
 // The local tensor an array (kind, parameter index) is read into.
 using ArrayTarget = std::function<at::Tensor&(const std::string& kind, size_t param)>;
+// The arrays read of each parameter (checkpoint_array_kinds, or the parameter alone).
+using ArrayKinds = std::function<std::vector<std::string>(const ParamInfo& param)>;
+std::vector<std::string> restore_parameter_array_only(const ParamInfo&) { return {"param"}; }
 
 // Reads, for every parameter this rank holds and every kind, the parts of the saved blocks that
 // overlap this rank's shard.
 void read_arrays(const std::string& path, const nlohmann::json& index, const ModelLayout& layout, int rank,
-                 const std::vector<std::string>& kinds, const ArrayTarget& local_array) {
+                 const ArrayKinds& kinds_of, const ArrayTarget& local_array) {
   const std::string index_path = path + "/index.json";
   try {
     std::map<std::string, const nlohmann::json*> arrays;
@@ -107,8 +110,8 @@ void read_arrays(const std::string& path, const nlohmann::json& index, const Mod
       if (!p.sharding.holds(rank)) continue;  // another pipeline stage reads it
       const auto target_offset = p.sharding.shard_offset(rank);
       const auto target_shape = p.sharding.shard_shape();
-      for (const std::string& kind : kinds) {
-        const std::string name = std::string(kind) + "/" + p.info.name;
+      for (const std::string& kind : kinds_of(p.info)) {
+        const std::string name = kind + "/" + p.info.name;
         SPMD_CHECK(arrays.count(name), "{}: has no array '{}'", index_path, name);
         const auto& entry = *arrays[name];
         auto saved_shape = entry.at("shape").get<std::vector<int64_t>>();
@@ -160,9 +163,27 @@ void read_arrays(const std::string& path, const nlohmann::json& index, const Mod
   }
 }
 
+// The optimizer the checkpoint's state is for must be the config's: AdamW's moments are not a
+// Muon momentum, nor the other way round.
+void check_same_optimizer(const nlohmann::json& index, const std::string& path, const TrainConfig& train) {
+  const std::string index_path = path + "/index.json";
+  try {
+    const std::string saved = index.at("optimizer").value("kind", "adamw");
+    const std::string wanted = name_of(train.optimizer);
+    SPMD_CHECK(saved == wanted,
+               "{}: the checkpoint holds the state of train.optimizer {}, but the config says {}; resume with "
+               "train.optimizer: {} (an optimizer cannot take over another's state)",
+               index_path, saved, wanted, saved);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: malformed checkpoint index: {}", index_path, e.what()));
+  }
+}
+
 void restore_on_this_rank(CheckpointState& s, const std::string& path) {
   const nlohmann::json index = read_checked_index(path, s.config.model);
-  read_arrays(path, index, s.model.layout(), s.comm.rank(), {std::begin(kCheckpointArrayKinds), std::end(kCheckpointArrayKinds)},
+  check_same_optimizer(index, path, s.config.train);
+  read_arrays(path, index, s.model.layout(), s.comm.rank(),
+              [&](const ParamInfo& p) { return checkpoint_array_kinds(s.config.train, p); },
               [&](const std::string& kind, size_t i) -> at::Tensor& { return checkpoint_local_array(s, kind, i); });
   try {
     s.optimizer.set_steps_taken(index.at("optimizer").at("steps_taken").get<int64_t>());
@@ -203,7 +224,7 @@ void restore_parameters(ShardedModel& model, const std::string& path) {
   on_every_rank_or_none(model.comm(), [&] {
     const nlohmann::json index = read_checked_index(path, model.layout().model);
     at::NoGradGuard no_grad;
-    read_arrays(path, index, model.layout(), model.comm().rank(), {"param"},
+    read_arrays(path, index, model.layout(), model.comm().rank(), restore_parameter_array_only,
                 [&](const std::string&, size_t i) -> at::Tensor& { return model.params()[i]; });
   });
 }
@@ -228,7 +249,7 @@ WholeParameters read_whole_parameters(const std::string& path) {
   for (const auto& p : whole.layout.params) whole.tensors.push_back(at::zeros(p.sharding.shard_shape(), at::kFloat));
   const nlohmann::json index = read_checked_index(path, whole.layout.model);
   at::NoGradGuard no_grad;
-  read_arrays(path, index, whole.layout, /*rank=*/0, {"param"},
+  read_arrays(path, index, whole.layout, /*rank=*/0, restore_parameter_array_only,
               [&](const std::string&, size_t i) -> at::Tensor& { return whole.tensors[i]; });
   return whole;
 }

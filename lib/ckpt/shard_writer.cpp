@@ -47,8 +47,8 @@ SaveJob describe_save(CheckpointState& s) {
   const auto writers = block_writers(layout);
   for (size_t i = 0; i < layout.params.size(); ++i) {
     if (std::find(writers[i].begin(), writers[i].end(), job.rank) == writers[i].end()) continue;
-    for (const char* kind : kCheckpointArrayKinds)
-      job.blocks.push_back({std::string(kind) + "/" + layout.params[i].info.name,
+    for (const std::string& kind : checkpoint_array_kinds(s.config.train, layout.params[i].info))
+      job.blocks.push_back({kind + "/" + layout.params[i].info.name,
                             checkpoint_local_array(s, kind, i).detach()});
   }
   nlohmann::json loader_state;

@@ -37,7 +37,7 @@ bool prepare_save_dir(CheckpointState& state, const SaveJob& job);
 // tensors. RuntimeError naming the file on any failure.
 void write_rank_files(const SaveJob& job, const std::atomic<bool>& cancelled);
 
-// Which member of each replica group writes the group's block (parameter and both AdamW moments),
+// Which member of each replica group writes the group's block (parameter and optimizer state),
 // by parameter, then by group in replica_groups() order: the member with the fewest bytes to
 // write so far (ties: the first), so the replicas share the writing and the staging copy (data
 // parallelism over 2: each rank about half) instead of one holder doing it all. A function of the

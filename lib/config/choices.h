@@ -27,6 +27,10 @@ enum class ModelArch { kGpt2, kLlama };
 enum class LrSchedule { kCosine, kWsd, kLinear, kConstant };
 // train.decay_shape: how a warmup-stable-decay schedule's decay falls to min_lr.
 enum class DecayShape { kLinear, kCosine, kOneMinusSqrt };
+// train.optimizer: AdamW for every parameter, or Muon for the blocks' matrices and AdamW for the rest.
+enum class Optimizer { kAdamW, kMuon };
+// train.muon.adjust_lr_fn: torch.optim.Muon's learning-rate scaling by the matrix's shape.
+enum class MuonAdjustLr { kOriginal, kMatchRmsAdamW };
 
 // The trailing returns are unreachable (every value has a case); they keep -Wreturn-type quiet.
 inline std::string name_of(PipelineSchedule schedule) {
@@ -94,6 +98,22 @@ inline std::string name_of(DecayShape shape) {
     case DecayShape::kLinear: return "linear";
     case DecayShape::kCosine: return "cosine";
     case DecayShape::kOneMinusSqrt: return "1-sqrt";
+  }
+  return "?";
+}
+
+inline std::string name_of(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::kAdamW: return "adamw";
+    case Optimizer::kMuon: return "muon";
+  }
+  return "?";
+}
+
+inline std::string name_of(MuonAdjustLr adjust) {
+  switch (adjust) {
+    case MuonAdjustLr::kOriginal: return "original";
+    case MuonAdjustLr::kMatchRmsAdamW: return "match_rms_adamw";
   }
   return "?";
 }

@@ -164,6 +164,57 @@ const Section<DataConfig>& data_section() {
   return section;
 }
 
+// train.muon.ns_coefficients: the quintic's (a, b, c), a list of three finite numbers.
+Field<MuonConfig> ns_coefficients_field() {
+  const std::string key = "ns_coefficients";
+  auto read = [key](const MapReader& r, MuonConfig& m) {
+    if (!r.has(key)) return;
+    const YAML::Node list = r.get(key);
+    r.check(key, list.IsSequence() && list.size() == 3, "expected a list of three numbers [a, b, c]");
+    for (size_t i = 0; i < 3; ++i) {
+      m.ns_coefficients[i] = yaml_double(r.doc(), list[i], r.item_path(key, i), r.item_mark(key, i));
+      r.check_item(key, i, std::isfinite(m.ns_coefficients[i]), "expected a finite number");
+    }
+  };
+  auto emit = [key](YAML::Emitter& out, const MuonConfig& m) {
+    out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (double c : m.ns_coefficients) out << format_double(c);
+    out << YAML::EndSeq;
+  };
+  return {key, read, emit};
+}
+
+const Section<MuonConfig>& muon_section() {
+  using M = MuonConfig;
+  static const Section<M> section{"muon", {
+      checked("lr", &M::lr, [](double v) { return v > 0 && std::isfinite(v); }, "expected a positive number"),
+      non_negative("weight_decay", &M::weight_decay),
+      fraction("momentum", &M::momentum),
+      plain("nesterov", &M::nesterov),
+      checked("ns_steps", &M::ns_steps, [](int64_t v) { return v >= 1 && v < 100; },
+              "expected an integer in [1, 99] (torch's limit)"),
+      ns_coefficients_field(),
+      checked("eps", &M::eps, [](double v) { return v > 0 && std::isfinite(v); }, "expected a positive number"),
+      enum_choice("adjust_lr_fn", &M::adjust_lr_fn, {MuonAdjustLr::kOriginal, MuonAdjustLr::kMatchRmsAdamW}),
+      enum_choice("ns_dtype", &M::ns_dtype, {MatmulDtype::kBFloat16, MatmulDtype::kFloat32}),
+  }};
+  return section;
+}
+
+// train.muon: a nested map read by muon_section; emitted where it matters (optimizer muon, or
+// settings given), so the resolved config of an AdamW run stays as it was.
+Field<TrainConfig> muon_field() {
+  auto read = [](const MapReader& r, TrainConfig& t) {
+    if (!r.has("muon") || r.get("muon").IsNull()) return;
+    r.check("muon", r.get("muon").IsMap(), "expected a map of Muon settings");
+    muon_section().read(r, t.muon);
+  };
+  auto emit = [](YAML::Emitter& out, const TrainConfig& t) {
+    if (t.optimizer == Optimizer::kMuon || !(t.muon == MuonConfig{})) muon_section().emit(out, t.muon);
+  };
+  return {"muon", read, emit};
+}
+
 const Section<TrainConfig>& train_section() {
   using T = TrainConfig;
   static const Section<T> section{"train", {
@@ -182,6 +233,9 @@ const Section<TrainConfig>& train_section() {
       fraction("beta1", &T::beta1),
       fraction("beta2", &T::beta2),
       non_negative("grad_clip", &T::grad_clip),
+      enum_choice("optimizer", &T::optimizer, {Optimizer::kAdamW, Optimizer::kMuon})
+          .emitted_if([](const T& t) { return t.optimizer != Optimizer::kAdamW; }),
+      muon_field(),
       at_least("eval_every", &T::eval_every, 0),
       positive("eval_batches", &T::eval_batches),
       positive("log_every", &T::log_every),
@@ -517,6 +571,12 @@ Config build_config(const YamlDoc& doc) {
 }
 
 }  // namespace
+
+bool MuonConfig::operator==(const MuonConfig& o) const {
+  return lr == o.lr && weight_decay == o.weight_decay && momentum == o.momentum && nesterov == o.nesterov &&
+         ns_steps == o.ns_steps && ns_coefficients == o.ns_coefficients && eps == o.eps &&
+         adjust_lr_fn == o.adjust_lr_fn && ns_dtype == o.ns_dtype;
+}
 
 std::string to_yaml(const Config& c) {
   YAML::Emitter out;

@@ -79,6 +79,22 @@ inline const std::string& tokenizer_data_path(const DataConfig& data) {
   return data.sources.empty() ? data.train : data.sources.front().path;
 }
 
+// train.muon: torch.optim.Muon's settings and defaults (PyTorch >= 2.9; docs/optimizers.md).
+struct MuonConfig {
+  double lr = 1.0e-3;          // scaled over the run by train.lr_schedule's factor, as train.lr
+  double weight_decay = 0.1;   // decoupled, with the unadjusted lr, before the update
+  double momentum = 0.95;
+  bool nesterov = true;
+  int64_t ns_steps = 5;        // Newton-Schulz iterations
+  std::vector<double> ns_coefficients{3.4445, -4.775, 2.0315};  // (a, b, c) of the quintic
+  double eps = 1e-7;           // floor of the Frobenius norm the iteration starts by dividing by
+  MuonAdjustLr adjust_lr_fn = MuonAdjustLr::kOriginal;
+  // The iteration's dtype: bfloat16 as torch, or float32 (every mesh then equals one process to
+  // float rounding; bf16 amplifies rounding differences of its input).
+  MatmulDtype ns_dtype = MatmulDtype::kBFloat16;
+  bool operator==(const MuonConfig& other) const;
+};
+
 struct TrainConfig {
   int64_t steps = 2000;
   // The learning rate's course (optim/lr_schedule.h, docs/config.md's schedule table): cosine
@@ -96,6 +112,10 @@ struct TrainConfig {
   double beta1 = 0.9;
   double beta2 = 0.99;
   double grad_clip = 1.0;      // 0 disables clipping
+  // adamw: AdamW (the settings above) for every parameter. muon: Muon (train.muon) for the
+  // blocks' matrices, AdamW for embeddings, head, norms and biases (docs/optimizers.md).
+  Optimizer optimizer = Optimizer::kAdamW;
+  MuonConfig muon;
   int64_t eval_every = 250;    // 0 disables evaluation
   int64_t eval_batches = 20;
   int64_t log_every = 10;

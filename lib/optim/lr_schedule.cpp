@@ -61,4 +61,6 @@ double learning_rate_at(const TrainConfig& c, int64_t step) {
   return c.lr;
 }
 
+double muon_learning_rate(const TrainConfig& c, double lr) { return c.muon.lr * (lr / c.lr); }
+
 }  // namespace spmd

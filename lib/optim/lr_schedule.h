@@ -17,6 +17,10 @@ namespace spmd {
 //   constant the same warmup, then lr.
 double learning_rate_at(const TrainConfig& config, int64_t step);
 
+// Muon's learning rate at the update whose AdamW learning rate is `lr` (learning_rate_at):
+// train.muon.lr times the schedule's factor lr / train.lr, as a LambdaLR scales each group's.
+double muon_learning_rate(const TrainConfig& config, double lr);
+
 // The factor of get_wsd_schedule's LambdaLR (transformers 5.x) at `step`, with linear warmup,
 // num_cycles 0.5 and min_lr_ratio `floor`: the one formula wsd, linear and constant share.
 double wsd_multiplier(int64_t step, int64_t warmup, int64_t stable, int64_t decay, DecayShape shape, double floor);

@@ -64,7 +64,9 @@ void apply_update_read_now(TrainState& s, StepResult& result) {
     return;
   }
   const bool clip = tc.grad_clip > 0 && grad_norm > tc.grad_clip;
-  s.optimizer->step(result.lr, clip ? tc.grad_clip / (grad_norm + 1e-6) : 1.0);
+  const double scale = clip ? tc.grad_clip / (grad_norm + 1e-6) : 1.0;
+  s.optimizer->step(result.lr, scale);
+  if (s.muon) s.muon->step(muon_learning_rate(tc, result.lr), scale);
 }
 
 // The update where reading a number would sync the device: judged on the device. A non-finite
@@ -83,7 +85,9 @@ void apply_update_on_device(TrainState& s, StepResult& result) {
   s.skipped_steps.add_((~finite).to(at::kLong));
   const at::Tensor apply = tc.skip_nonfinite ? finite : (finite & s.healthy);
   if (!tc.skip_nonfinite) s.healthy = s.healthy & finite;
-  s.optimizer->step_on_device(result.lr, clip_factor(result.grad_norm, tc.grad_clip), apply);
+  const at::Tensor scale = clip_factor(result.grad_norm, tc.grad_clip);
+  s.optimizer->step_on_device(result.lr, scale, apply);
+  if (s.muon) s.muon->step_on_device(muon_learning_rate(tc, result.lr), scale, apply);
 }
 }  // namespace
 
@@ -120,8 +124,14 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
       *s.model, static_cast<int64_t>(config.runtime.grad_bucket_mb * 1024 * 1024));
   s.net = make_model(config.model);
   std::vector<bool> decay;
-  for (const auto& p : s.model->layout().params) decay.push_back(p.info.weight_decay);
-  s.optimizer = std::make_unique<AdamW>(s.model->params(), decay, config.train);
+  std::vector<at::Tensor> adamw_params = s.model->params();
+  for (size_t i = 0; i < adamw_params.size(); ++i) {
+    const ParamInfo& info = s.model->layout().params[i].info;
+    decay.push_back(info.weight_decay);
+    if (takes_muon(config.train, info)) adamw_params[i] = at::Tensor();  // Muon's: no AdamW state
+  }
+  s.optimizer = std::make_unique<AdamW>(adamw_params, decay, config.train);
+  if (config.train.optimizer == Optimizer::kMuon) s.muon = std::make_unique<Muon>(*s.model, config.train.muon);
   return s;
 }
 

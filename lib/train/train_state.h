@@ -11,6 +11,7 @@
 #include "data/loader.h"
 #include "data/token_file.h"
 #include "model/model.h"
+#include "muon/muon.h"
 #include "optim/adamw.h"
 #include "parallel/grad_sync.h"
 #include "parallel/sharded_model.h"
@@ -27,7 +28,8 @@ struct TrainState {
   std::unique_ptr<GradientSync> grad_sync;  // after model: its hooks go before the parameters
   CollectiveCounts last_step_collectives;   // those the last train_step started on this rank
   std::unique_ptr<Model> net;  // the family's forward (model.arch)
-  std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<AdamW> optimizer;  // every parameter, or (train.optimizer muon) those Muon leaves
+  std::unique_ptr<Muon> muon;        // train.optimizer muon: the blocks' matrices; null with adamw
   std::shared_ptr<const TokenDataset> val_data;  // null when eval is off or a blend has no data.val
   // A blend's per-source validation sets (data.sources[i].val), by name; empty when eval is off.
   std::vector<std::pair<std::string, std::shared_ptr<const TokenDataset>>> source_val_data;
@@ -47,7 +49,7 @@ struct TrainState {
   // Whether the step reads its loss and norm on the host to decide the update (the CPU's fused
   // path), rather than deciding on the device (a GPU, or runtime.cpu_kernels: generic).
   bool reads_every_step() const;
-  CheckpointState checkpoint_view() { return {config, *comm, *model, *optimizer, *loader, step}; }
+  CheckpointState checkpoint_view() { return {config, *comm, *model, *optimizer, *loader, step, muon.get()}; }
   int64_t dp_size() const { return model->layout().dp_size(); }
   int64_t dp_index() const { return model->layout().dp_index(rank()); }
 };
@@ -79,7 +81,7 @@ struct StepResult {
   int64_t graph_bytes = -1;
 };
 
-// batch -> M x (forward, backward) over its microbatches -> grad sync -> clip -> AdamW
+// batch -> M x (forward, backward) over its microbatches -> grad sync -> clip -> AdamW (and Muon)
 // (M = train.microbatches; the update equals the whole batch's). A non-finite loss or gradient
 // norm is never applied: RuntimeError unless train.skip_nonfinite (at once where
 // reads_every_step, else from check_health at the next read).

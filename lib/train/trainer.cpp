@@ -157,19 +157,22 @@ bool restore_or_initialize(TrainState& state, const Config& config, const TrainO
 
 // What runs where: the line a person reads first, and the same facts for summary.json.
 nlohmann::json describe_run(const TrainState& state, const Config& config) {
-  const int64_t state_bytes = state.model->local_param_bytes() * 2 + state.optimizer->state_bytes();
+  const int64_t state_bytes = state.model->local_param_bytes() * 2 + state.optimizer->state_bytes() +
+                              (state.muon ? state.muon->state_bytes() : 0);
   const auto& mesh = state.model->layout().mesh;
   nlohmann::json summary{{"device", state.comm->device().str()},  {"backend", state.comm->runtime().backend},
                          {"tf32", state.comm->runtime().tf32},
                          {"ranks", mesh.size()},                  {"data_parallel", state.dp_size()},
                          {"context_parallel", state.model->layout().cp_size()},
                          {"params", num_params(config.model)}, {"state_bytes_per_rank", state_bytes},
+                         {"optimizer", name_of(config.train.optimizer)},
                          {"gradient_buckets", state.grad_sync->num_buckets()},
                          {"blas", kernels::cpu::blas_description()},
                          {"pipeline_stages", state.model->layout().pipeline.stages()},
                          {"pipeline_chunks", state.model->layout().pipeline.chunks},
                          {"pipeline_schedule", name_of(config.runtime.pipeline_schedule)}};
   if (state.document_eot >= 0) summary["document_eot_token"] = state.document_eot;  // data.document_mask
+  if (state.muon) summary["muon_newton_schulz_flops"] = state.muon->owned_flops();  // this rank's, per step
   if (state.rank() != 0) return summary;
   if (state.document_eot >= 0)
     fmt::print("packed documents: token {} ends a document; attention stays inside documents, positions restart\n",

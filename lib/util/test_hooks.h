@@ -22,6 +22,8 @@ struct TestHooks {
   int64_t fail_save_write_at_step = -1;  // fail_save_write@N:R: rank R's write of step N's shard file
   int fail_save_write_rank = -1;         // fails (a RuntimeError, as a full disk gives)
   int64_t slow_save_write_ms = 0;        // slow_save_write=MS: every writer waits MS before writing
+  bool muon_per_shard = false;           // muon_per_shard: Muon orthogonalises each rank's block alone
+                                         // (Megatron's blockwise mode), to show that it is another update
 };
 
 const TestHooks& test_hooks();
