@@ -36,6 +36,8 @@
 // dropout mask (drawn in the replay); the GELU is not recomputed. The loss's
 // chunk of logits is a working set at the forward's end, when every activation is held, as at
 // the first backward's start: the working set is the wider of it and the widest backward op's.
+// Optimizer state: AdamW's m and v per parameter; under train.optimizer muon, one momentum buffer
+// per Muon matrix (the blocks' dense weights) and AdamW's two for the rest.
 #include "inspect/memory_estimate.h"
 
 #include <algorithm>
@@ -44,6 +46,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "model/params.h"
+#include "muon/takes_muon.h"
 #include "parallel/head_chunks.h"
 #include "parallel/pipeline_schedule.h"
 #include "util/error.h"
@@ -301,12 +304,13 @@ int64_t microbatches_in_flight(const PipelineLayout& pipeline, PipelineSchedule 
 }
 
 MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, int64_t microbatches, int64_t rank,
-                               PipelineSchedule schedule, Remat remat) {
+                               PipelineSchedule schedule, Remat remat, Optimizer optimizer) {
   MemoryEstimate e;
   std::map<int64_t, int64_t> unit_bytes;  // FSDP units (a block, or the weights outside the stack), gathered
   for (const auto& p : layout.params) {
     if (!p.sharding.holds(rank)) continue;  // another pipeline stage's
     e.params += p.sharding.shard_numel() * kFloatBytes;
+    if (optimizer == Optimizer::kMuon && takes_muon(p.info)) e.muon_momentum += p.sharding.shard_numel() * kFloatBytes;
     if (gathered(layout, p)) unit_bytes[p.info.layer] += product(p.gathered_shape()) * kFloatBytes;
   }
   // FSDP gathers a unit at a time (parallel/fsdp_prefetch.h): at worst the unit in use, its full
@@ -314,7 +318,7 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   // and a flat buffer beside one of them while it is split or joined.
   for (const auto& [layer, bytes] : unit_bytes) e.fsdp_gathered = std::max(e.fsdp_gathered, 4 * bytes);
   e.grads = e.params;
-  e.optimizer = 2 * e.params;
+  e.optimizer = 2 * (e.params - e.muon_momentum) + e.muon_momentum;  // AdamW's m and v; Muon's one buffer
   const PipelineLayout& pipeline = layout.pipeline;
   const int64_t stage = layout.stage_of(rank);
   // What one (microbatch, chunk) in flight keeps: the stage's largest chunk of blocks.
@@ -379,7 +383,7 @@ std::vector<MemoryEstimate> estimate_stages(const ModelLayout& layout, const Con
   for (int64_t s = 0; s < layout.pipeline.stages(); ++s)
     out.push_back(estimate_memory(layout, config.data.batch_size, config.train.microbatches,
                                   first_rank_of_stage(layout, s), config.runtime.pipeline_schedule,
-                                  config.runtime.remat));
+                                  config.runtime.remat, config.train.optimizer));
   return out;
 }
 
@@ -390,11 +394,14 @@ int64_t fullest_stage(const std::vector<MemoryEstimate>& stages) {
 }
 
 MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch, int64_t microbatches,
-                                         Remat remat, bool on_gpu) {
+                                         Remat remat, bool on_gpu, Optimizer optimizer) {
   MemoryEstimate e;
-  for (const auto& p : param_table(model, model.vocab_size)) e.params += product(p.shape) * kFloatBytes;
+  for (const auto& p : param_table(model, model.vocab_size)) {
+    e.params += product(p.shape) * kFloatBytes;
+    if (optimizer == Optimizer::kMuon && takes_muon(p)) e.muon_momentum += product(p.shape) * kFloatBytes;
+  }
   e.grads = e.params;
-  e.optimizer = 2 * e.params;
+  e.optimizer = 2 * (e.params - e.muon_momentum) + e.muon_momentum;
   DeviceShapes d;
   d.B = global_batch / microbatches, d.T = model.block_size, d.C = model.n_embd;
   d.heads = model.n_head, d.head_dim = model.head_dim(), d.mlp = model.mlp_size();

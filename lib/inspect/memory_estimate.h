@@ -22,7 +22,10 @@ struct ActivationParts {
 struct MemoryEstimate {
   int64_t params = 0;        // this device's parameter shards (of its pipeline stage's parameters)
   int64_t grads = 0;         // gradients: same sharding as the parameters
-  int64_t optimizer = 0;     // AdamW m and v: same sharding as the parameters
+  // Optimizer state, same sharding as the parameters: AdamW's m and v for each parameter; with
+  // train.optimizer muon one momentum buffer per Muon matrix (muon/muon_matrices.h) instead.
+  int64_t optimizer = 0;
+  int64_t muon_momentum = 0; // of `optimizer`: the Muon matrices' momentum (0 under AdamW)
   int64_t fsdp_gathered = 0; // FSDP working set: 4x the largest unit gathered (fsdp_prefetch.h)
   // Activation gradients sent back to the previous stage: a send keeps its buffer until the step's
   // end waits for it (Gloo's send has no completion to poll), so at a stage's last backward one
@@ -59,13 +62,13 @@ struct MemoryEstimate {
 int64_t microbatches_in_flight(const PipelineLayout& pipeline, PipelineSchedule schedule, int64_t microbatches,
                                int64_t stage);
 
-// Bytes on the device `rank`: fp32 parameters, gradients and AdamW state of its pipeline stage
-// (all without stages), and the activations its blocks keep for backward for global_batch /
+// Bytes on the device `rank`: fp32 parameters, gradients and optimizer state (under `optimizer`)
+// of its pipeline stage (all without stages), and the activations its blocks keep for backward for global_batch /
 // data-parallel degree / microbatches rows under `remat`, times the microbatches in flight on its
 // stage under `schedule`. Sequence parallelism comes from the layout.
 MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, int64_t microbatches = 1,
                                int64_t rank = 0, PipelineSchedule schedule = PipelineSchedule::kOneFOneB,
-                               Remat remat = Remat::kNone);
+                               Remat remat = Remat::kNone, Optimizer optimizer = Optimizer::kAdamW);
 
 // The activation bytes one microbatch keeps through all of `rank`'s blocks under `remat`: for an
 // interleaved stage the sum over its chunks, each with its own input stream (estimate_memory's
@@ -76,14 +79,15 @@ int64_t stage_activation_bytes(const ModelLayout& layout, int64_t global_batch, 
 
 // One estimate per pipeline stage (one without stages), each on the stage's first rank (the ranks
 // of a stage are alike in the layouts we support), for the config's batch, microbatches, schedule
-// and remat.
+// remat and optimizer.
 std::vector<MemoryEstimate> estimate_stages(const ModelLayout& layout, const Config& config);
 int64_t first_rank_of_stage(const ModelLayout& layout, int64_t stage);
 int64_t fullest_stage(const std::vector<MemoryEstimate>& stages);  // the largest total; the first on ties
 
 // The same model on one device with everything replicated (microbatches of global_batch / microbatches),
-// a GPU (on_gpu) or a CPU.
+// a GPU (on_gpu) or a CPU, under `optimizer`.
 MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t global_batch, int64_t microbatches = 1,
-                                         Remat remat = Remat::kNone, bool on_gpu = false);
+                                         Remat remat = Remat::kNone, bool on_gpu = false,
+                                         Optimizer optimizer = Optimizer::kAdamW);
 
 }  // namespace spmd

@@ -31,7 +31,7 @@ std::string logical_text(const std::vector<std::string>& logical) {
 
 nlohmann::json memory_json(const MemoryEstimate& e) {
   const ActivationParts& a = e.activation_parts;
-  return {{"params", e.params}, {"grads", e.grads}, {"optimizer", e.optimizer},
+  return {{"params", e.params}, {"grads", e.grads}, {"optimizer", e.optimizer}, {"muon_momentum", e.muon_momentum},
           {"fsdp_gathered", e.fsdp_gathered},
           {"gradient_sends", e.gradient_sends}, {"backward_working_set", e.backward_working_set},
           {"recompute", e.recompute},
@@ -102,7 +102,7 @@ std::string memory_text(const Config& config, const ModelLayout& layout, std::op
   const int64_t fullest = fullest_stage(stages);
   const MemoryEstimate& sharded = stages[static_cast<size_t>(fullest)];
   MemoryEstimate single = estimate_unsharded_memory(config.model, config.data.batch_size, config.train.microbatches,
-                                                    config.runtime.remat, layout.on_gpu);
+                                                    config.runtime.remat, layout.on_gpu, config.train.optimizer);
   const std::string title = fmt::format(
       "memory per device, fp32 (estimate{})",
       stages.size() > 1 ? fmt::format("; stage {}, the fullest of {}", fullest, stages.size()) : std::string());
@@ -113,7 +113,8 @@ std::string memory_text(const Config& config, const ModelLayout& layout, std::op
   };
   line("parameters", sharded.params, single.params);
   line("gradients", sharded.grads, single.grads);
-  line("AdamW state (m, v)", sharded.optimizer, single.optimizer);
+  line(config.train.optimizer == Optimizer::kMuon ? "optimizer state (AdamW m, v; Muon momentum)" : "AdamW state (m, v)",
+       sharded.optimizer, single.optimizer);
   line("FSDP working set (one block)", sharded.fsdp_gathered, single.fsdp_gathered);
   line("gradients sent to the previous stage", sharded.gradient_sends, single.gradient_sends);
   line("backward working set (widest op)", sharded.backward_working_set, single.backward_working_set);
@@ -180,7 +181,7 @@ nlohmann::json inspect_json(const Config& config, const ModelLayout& layout) {
   const int64_t fullest = fullest_stage(stages);
   const MemoryEstimate& sharded = stages[static_cast<size_t>(fullest)];
   MemoryEstimate single = estimate_unsharded_memory(config.model, config.data.batch_size, config.train.microbatches,
-                                                    config.runtime.remat, layout.on_gpu);
+                                                    config.runtime.remat, layout.on_gpu, config.train.optimizer);
   int64_t global_param_bytes = 0;
   for (const auto& p : layout.params) global_param_bytes += report_element_count(p.info.shape) * 4;
   nlohmann::json out = {{"mesh", {{"shape", layout.mesh.shape()}, {"axes", layout.mesh.axes()}}},

@@ -8,12 +8,6 @@
 
 namespace spmd {
 
-bool takes_muon(const ParamInfo& p) { return p.layer >= 0 && p.input_dims > 0; }
-
-bool takes_muon(const TrainConfig& train, const ParamInfo& p) {
-  return train.optimizer == Optimizer::kMuon && takes_muon(p);
-}
-
 double newton_schulz_flops(int64_t rows, int64_t cols, int64_t steps) {
   const double r = static_cast<double>(std::min(rows, cols)), c = static_cast<double>(std::max(rows, cols));
   return static_cast<double>(steps) * (4 * r * r * c + 2 * r * r * r);

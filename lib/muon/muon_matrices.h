@@ -8,14 +8,10 @@
 
 #include "config/config.h"
 #include "model/params.h"
+#include "muon/takes_muon.h"
 #include "parallel/layout.h"
 
 namespace spmd {
-
-// Whether parameter `p` takes Muon under train.optimizer muon: the dense weights inside the
-// blocks (attention and MLP matrices). Embeddings, the head, norms and biases take AdamW.
-bool takes_muon(const ParamInfo& p);
-bool takes_muon(const TrainConfig& train, const ParamInfo& p);
 
 // One Muon matrix: parameter `param`, seen as nn.Linear's (rows, cols) = (out_features,
 // in_features), orthogonalised by member `owner` of its stage's group.

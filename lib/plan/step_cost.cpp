@@ -5,7 +5,9 @@
 // c_attn 6C^2 and c_proj 2C^2 over the heads' share, the MLP's 16C^2 over its share; llama: q, k,
 // v, o, gate, up, down alike), the attention core 4TC (QK^T and PV, computed whole: the kernel does not
 // skip the masked half); the head 2CV. Backward is twice the forward; remat full replays the
-// blocks' forward, selective the attention core.
+// blocks' forward, selective the attention core. Under train.optimizer muon, once per step: the
+// Newton-Schulz FLOPs of the stage member that owns the most (muon/muon_matrices.h's placement),
+// and each Muon matrix's all-gather along its sharded dims and its broadcast from its owner.
 #include "plan/step_cost.h"
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "model/params.h"
+#include "muon/muon_matrices.h"
 #include "util/error.h"
 
 namespace spmd {
@@ -24,7 +27,9 @@ namespace {
 constexpr double kFloatBytes = 4;
 // Elementwise passes over each activation byte a microbatch keeps without recomputation: written
 // in forward, read in backward, its gradient written (a replay writes the dropped bytes once
-// more); and AdamW's per-parameter traffic: read p, g, m, v; write p, m, v.
+// more); and AdamW's per-parameter traffic: read p, g, m, v; write p, m, v. Muon's momentum step
+// passes about as often over a matrix's bytes (read g, buf, p; write buf, the Nesterov update, p;
+// read that update), so the optimizer's traffic is this per parameter byte under either.
 constexpr double kActivationPasses = 3;
 constexpr double kAdamWPasses = 7;
 
@@ -222,6 +227,48 @@ void step_collectives(const Config& config, const ModelLayout& layout, int64_t r
   }
 }
 
+// Muon, once per step: the Newton-Schulz FLOPs of the stage member that owns the most (the
+// matrices' owners spread by cost over the stage's ranks, every mesh axis but the pipeline's),
+// and the seconds of each matrix's all-gathers (fp32, one per sharded dim, as Muon::gather_whole)
+// and of its owner's broadcast of the result in ns_dtype to the stage (a pipelined broadcast moves
+// the whole once over each link).
+struct MuonStepCost {
+  double busiest_flops = 0;
+  double comm_s = 0;
+  std::string axes;  // the stage's mesh axes
+};
+
+MuonStepCost muon_step_cost(const Config& config, const ModelLayout& layout, int64_t rank, const MachineRates& r) {
+  MuonStepCost out;
+  if (config.train.optimizer != Optimizer::kMuon) return out;
+  std::vector<std::string> stage_axes;
+  for (const auto& axis : layout.mesh.axes())
+    if (axis != layout.pipeline.axis) stage_axes.push_back(axis);
+  out.axes = fmt::format("{}", fmt::join(stage_axes, "x"));
+  const int64_t group = layout.mesh.axes_size(stage_axes);
+  const std::vector<MuonMatrix> matrices = plan_muon_matrices(layout, rank, group, config.train.muon.ns_steps);
+  std::vector<double> load(static_cast<size_t>(std::max<int64_t>(group, 1)), 0.0);
+  const double ns_bytes = config.train.muon.ns_dtype == MatmulDtype::kFloat32 ? 4 : 2;
+  for (const MuonMatrix& m : matrices) {
+    load[static_cast<size_t>(m.owner)] += m.cost;
+    const ParamLayout& p = layout.params[m.param];
+    double bytes = kFloatBytes * static_cast<double>(p.sharding.shard_numel());
+    for (size_t d = 0; d < p.info.shape.size(); ++d) {
+      const auto& axes = p.sharding.spec().axes_of(d);
+      const int64_t n = layout.mesh.axes_size(axes);
+      if (n <= 1) continue;
+      bytes *= static_cast<double>(n);
+      out.comm_s += ring_gather(r.gather_link(axes, n), bytes, n);
+    }
+    if (group > 1) {
+      const LinkRate link = r.link(stage_axes, group);
+      out.comm_s += link.latency_s + ns_bytes * static_cast<double>(m.rows * m.cols) / link.bytes_per_s;
+    }
+  }
+  out.busiest_flops = *std::max_element(load.begin(), load.end());
+  return out;
+}
+
 StepCost stage_cost(const Config& config, const ModelLayout& layout, const MemoryEstimate& memory, int64_t stage,
                     const MachineRates& r) {
   const int64_t rank = first_rank_of_stage(layout, stage);
@@ -245,7 +292,10 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   const double tp = tensor_parallel_s(config, layout, s, r), fsdp = fsdp_s(config, layout, rank, r);
   const double p2p = pipeline_p2p_s(layout, s, r), cp = context_parallel_s(config, layout, s, r);
   const double per_microbatch = compute + traffic + tp + fsdp + p2p + cp;
-  cost.compute_s = M * compute;
+  const MuonStepCost muon = muon_step_cost(config, layout, rank, r);
+  cost.flops += muon.busiest_flops;
+  cost.compute_s = M * compute + muon.busiest_flops / r.matmul_flops_per_s;
+  if (muon.comm_s > 0) cost.comm_s[fmt::format("Muon gather/broadcast ({})", muon.axes)] = muon.comm_s;
   cost.memory_s = M * traffic + kAdamWPasses * static_cast<double>(memory.params) / r.memory_bytes_per_s;
   const std::string model_axes = fmt::format("{}", fmt::join(mlp_tp_axes(layout), "x"));
   if (tp > 0) cost.comm_s[fmt::format("TP {} ({})", layout.seq_axes.empty() ? "all-reduce" : "gather/scatter", model_axes)] = M * tp;

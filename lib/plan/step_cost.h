@@ -1,9 +1,11 @@
 // The planner's cost model: a predicted step time for one layout, made of terms each of which
 // can be checked against a measurement (bench/plan_validation.sh):
-//   compute   the matmul FLOPs of the busiest device / the measured matmul rate
+//   compute   the matmul FLOPs of the busiest device / the measured matmul rate (with
+//             train.optimizer muon, its Newton-Schulz FLOPs included)
 //   memory    the elementwise traffic (activations written, read back, their gradients; the AdamW
 //             update) / the measured memory rate
-//   comm      per mesh axis, bytes per collective through the axis's latency and bandwidth
+//   comm      per mesh axis, bytes per collective through the axis's latency and bandwidth (Muon:
+//             each matrix's all-gather and its owner's broadcast, "Muon gather/broadcast")
 //   bubble    the pipeline's idle slots under its schedule (less where idle ranks lend shared cores)
 // No overlap of communication with compute is assumed (an upper bound where the runtime overlaps).
 #pragma once
@@ -19,7 +21,8 @@
 namespace spmd {
 
 struct StepCost {
-  double flops = 0;        // matmul FLOPs of the busiest device per step (forward, backward, recompute)
+  double flops = 0;        // matmul FLOPs of the busiest device per step (forward, backward, recompute, Muon's
+                           // Newton-Schulz)
   double compute_s = 0;
   double memory_s = 0;
   std::map<std::string, double> comm_s;  // by what: "TP all-reduce (model)", "grad all-reduce (data)", ...

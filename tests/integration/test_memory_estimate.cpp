@@ -4,7 +4,8 @@
 // `spmd-inspect --json` is within 25% of summary.json's graph_bytes (the bytes the autograd graph
 // holds between forward and backward, counted by the caching CPU allocator, max over ranks: the
 // ranks of these meshes hold alike, so the max is any device's). A 2-stage pipeline's whole
-// per-stage estimate is checked against each stage's peak.
+// per-stage estimate is checked against each stage's peak. The state (parameters, gradients,
+// optimizer) equals summary.json's state_bytes_per_rank exactly under AdamW and Muon.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -164,5 +165,38 @@ TEST_CASE("memory estimate: each stage of a 2-stage 1F1B pipeline against its pe
     // Only the last stage sends: 3 of its 4 sends are held at its last backward.
     CHECK(stages[0]["gradient_send_bytes"] == 0);
     CHECK(stages[1]["gradient_send_bytes"] == 3 * 2 * 64 * 64 * 4);  // (rows 2, T 64, C 64) fp32 each
+  }
+}
+
+// Parameters, gradients and optimizer state are parameter-shaped: the estimate is what the run
+// allocates (summary.json's state_bytes_per_rank), to the byte, under AdamW (m and v everywhere)
+// and Muon (one momentum buffer per block matrix, m and v for the rest), on one process and FSDP-4;
+// Muon's is smaller by its matrices' bytes on the device.
+TEST_CASE("memory estimate: optimizer state under AdamW and Muon equals what the run allocates") {
+  TinyRun run;
+  const std::vector<std::string> short_run{"--set", "train.steps=1", "--set", "train.decay_steps=1", "--set",
+                                           "train.warmup_steps=0", "--set", "train.eval_every=0"};
+  const std::vector<std::string> muon{"--set", "train.optimizer=muon"};
+  for (const auto& [name, mesh] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"single", {}}, {"fsdp-4", with(mesh_args(test_mesh("fsdp-8")), {"--set", "mesh.shape=[4]"})}}) {
+    CAPTURE(name);
+    std::map<std::string, nlohmann::json> estimate;
+    for (const std::string optimizer : {"adamw", "muon"}) {
+      const auto args = with(with(short_run, mesh), optimizer == "muon" ? muon : std::vector<std::string>{});
+      const std::string out = run.dir.file(name + "-" + optimizer);
+      const auto r = run_train(run, out, args);
+      REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+      const int64_t measured = read_summary(out)["state_bytes_per_rank"].get<int64_t>();
+      estimate[optimizer] = inspect_json_of(run.config, args)["totals"]["per_device"];
+      const nlohmann::json& e = estimate[optimizer];
+      const int64_t state = e["params"].get<int64_t>() + e["grads"].get<int64_t>() + e["optimizer"].get<int64_t>();
+      MESSAGE(name << " " << optimizer << ": parameters, gradients and optimizer state per device, estimate " << state
+                   << " bytes, measured " << measured);
+      CHECK(state == measured);
+    }
+    const int64_t matrices = estimate["muon"]["muon_momentum"].get<int64_t>();
+    CHECK(matrices > 0);
+    CHECK(estimate["adamw"]["muon_momentum"].get<int64_t>() == 0);
+    CHECK(estimate["adamw"]["optimizer"].get<int64_t>() - estimate["muon"]["optimizer"].get<int64_t>() == matrices);
   }
 }

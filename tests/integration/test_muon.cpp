@@ -1,6 +1,7 @@
 // Muon (train.optimizer muon) as real processes over Gloo: with ns_dtype float32 every layout
-// (data parallel, FSDP, tensor parallel, TP with sequence parallelism, DP x TP, FSDP x TP, pipeline
-// stages, Llama) gives one process's loss and gradient norm to float rounding, and a checkpoint
+// (data parallel, FSDP, tensor parallel, TP with sequence parallelism, DP x TP, FSDP x TP, 3-D data
+// x FSDP x TP, pipeline stages, Llama) gives one process's loss and gradient norm to float rounding
+// over 20 steps, and a checkpoint
 // resumes on another layout; with bfloat16 every layout stays within the tolerance measured here,
 // which orthogonalising each shard alone (Megatron's blockwise mode) fails by far. A checkpoint of
 // one optimizer is refused by the other.
@@ -25,7 +26,10 @@ const std::string kTpSpRules =
 const std::string kFsdpTpRules =
     "[[batch, fsdp], [embed, fsdp], [vocab, model], [heads, model], [mlp, model], [seq, null], [kv, null]]";
 
-// The layouts under test, at most 4 processes each.
+// 20 steps (the tiny run's 12, and its schedule, stretched) for the float32 layouts.
+const std::vector<std::string> kMuon20Steps{"--set", "train.steps=20", "--set", "train.decay_steps=20"};
+
+// The layouts under test, at most 4 processes each but the 3-D one (8: run once, in the float32 case).
 const std::vector<TestMesh> kMuonMeshes{
     {"dp-2", "[2,1]", "[data,model]", kTpRules},
     {"fsdp-4", "[4]", "[fsdp]", kFsdpRules},
@@ -35,6 +39,7 @@ const std::vector<TestMesh> kMuonMeshes{
     {"fsdp-tp-2x2", "[2,2]", "[fsdp,model]", kFsdpTpRules},
     {"stage-2", "[2]", "[stage]", "[[batch, null], [layers, stage], " + kOthers + "]"},
     {"data-stage-2x2", "[2,2]", "[data,stage]", "[[batch, data], [layers, stage], " + kOthers + "]"},
+    test_mesh("3d-2x2x2"),  // data x fsdp x model
 };
 
 const TestMesh& muon_mesh(const std::string& name) {
@@ -64,19 +69,21 @@ double muon_curve_gap(const std::string& out, const std::string& reference_out) 
 constexpr double kMuonBf16Tolerance = 2e-3;
 }  // namespace
 
-TEST_CASE("muon: with ns_dtype float32 every layout gives one process's curve") {
+TEST_CASE("muon: with ns_dtype float32 every layout gives one process's curve over 20 steps") {
   TinyRun run;
   const std::string single = run.dir.file("single");
-  const Curve reference = train(run, single, kMuonF32);
+  const auto f32 = with(kMuonF32, kMuon20Steps);
+  const Curve reference = train(run, single, f32);
+  REQUIRE(reference.loss.size() == 20);
   CHECK(read_summary(single)["optimizer"] == "muon");
   CHECK(reference.loss.back() < reference.loss.front());  // it learns
-  const Curve adamw = train(run, run.dir.file("adamw"), {});
+  const Curve adamw = train(run, run.dir.file("adamw"), kMuon20Steps);
   CHECK(max_rel_diff(adamw, reference) > 1e-3);  // Muon is another update, not AdamW by another name
   const double all_flops = read_summary(single)["muon_newton_schulz_flops"].get<double>();
   for (const auto& mesh : kMuonMeshes) {
     CAPTURE(mesh.name);
     const std::string out = run.dir.file(mesh.name);
-    const Curve curve = train(run, out, with(muon_layout_args(mesh), kMuonF32));
+    const Curve curve = train(run, out, with(muon_layout_args(mesh), f32));
     check_same_curve(curve, reference, kFloatRounding);
     const auto norms = grad_norms(out), want = grad_norms(single);
     for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(norms[i] / want[i] - 1) <= kFloatRounding);

@@ -205,6 +205,45 @@ TEST_CASE("plan: ranked by predicted step time, within the budget, and compute i
   CHECK(found == 3);
 }
 
+// train.optimizer muon: the plans count one momentum buffer per block matrix (AdamW two), the
+// Newton-Schulz FLOPs of the busiest owner, and each matrix's broadcast from its owner (and, where
+// sharded, its all-gather).
+TEST_CASE("plan: under Muon, memory holds one buffer per matrix and the cost its Newton-Schulz and collectives") {
+  TinyRun run;
+  const std::string rates = rates_file(run);
+  auto data4 = [](const nlohmann::json& all, const std::string& sharding) {
+    for (const auto& p : all["plans"])
+      if (p["sharding"] == sharding && p["microbatches"] == 1 && p["remat"] == "none") return p;
+    FAIL("no plan " << sharding);
+    return nlohmann::json();
+  };
+  const nlohmann::json adamw_all = plans(run, rates), muon_all = plans(run, rates, {"--set", "train.optimizer=muon"});
+  const nlohmann::json adamw = data4(adamw_all, "DP4"), muon = data4(muon_all, "DP4");
+  // Per block c_attn (96, 32), c_proj (32, 32), c_fc (128, 32), mlp.c_proj (32, 128): 12288 fp32
+  // values, 2 blocks, whole on every data-parallel device.
+  const double matrix_values = 2 * 12288;
+  CHECK(adamw["memory"]["optimizer"].get<double>() - muon["memory"]["optimizer"].get<double>() == 4 * matrix_values);
+  // Newton-Schulz, 5 steps of 4 r^2 c + 2 r^3 (r <= c): the 4 matrices of 32 x 128 (2949120 flops),
+  // then c_attn's (2293760) and c_proj's (983040), largest first to the least loaded of 4 owners:
+  // the busiest runs one 32 x 128 and one c_attn.
+  const double busiest = 5 * (4 * 32.0 * 32 * 128 + 2 * 32.0 * 32 * 32) + 5 * (4 * 32.0 * 32 * 96 + 2 * 32.0 * 32 * 32);
+  CHECK(muon["cost"]["flops"].get<double>() - adamw["cost"]["flops"].get<double>() == doctest::Approx(busiest));
+  CHECK(muon["cost"]["compute_s"].get<double>() - adamw["cost"]["compute_s"].get<double>() ==
+        doctest::Approx(busiest / 0.05e12));
+  // Data parallelism gathers nothing; each of the 8 matrices is broadcast from its owner in
+  // bfloat16 over the 4 ranks (80 us, 1.5 GB/s).
+  auto muon_comm = [](const nlohmann::json& p) {
+    for (const auto& [name, s] : p["cost"]["comm_s"].items())
+      if (name.rfind("Muon gather/broadcast", 0) == 0) return s.get<double>();
+    return 0.0;
+  };
+  CHECK(muon_comm(adamw) == 0);
+  CHECK(muon_comm(muon) == doctest::Approx(8 * 80e-6 + 2 * matrix_values / 1.5e9));
+  // FSDP-4 shards the matrices: each is all-gathered before its broadcast.
+  const nlohmann::json fsdp = data4(muon_all, "FSDP4");
+  CHECK(muon_comm(fsdp) > muon_comm(muon));
+}
+
 TEST_CASE("plan: an interleaved pipeline is costed over all of a stage's chunks, not its first") {
   // GPT-2 124M on 2 stages: 1F1B gives each stage one chunk of 6 blocks, interleaved:2 two chunks
   // of 3 (stage 0 blocks 0-2 and 6-8, stage 1 blocks 3-5 and 9-11 and the head), so the busiest

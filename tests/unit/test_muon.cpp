@@ -1,8 +1,11 @@
 // Muon's pieces: which parameters take it, the nn.Linear view of our input-major weights, owners
 // spread by cost, torch's learning-rate adjustment, the sharded optimizer on one process equal to
 // the whole-matrix update (host and device paths), the checkpoint's arrays, and why the whole
-// matrix matters: a per-shard orthogonalisation is another update.
+// matrix matters: a per-shard orthogonalisation is another update; the memory estimate counts one
+// momentum buffer per Muon matrix where AdamW keeps two.
 #include <algorithm>
+#include <functional>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "ckpt/checkpoint_format.h"
 #include "comm/communicator.h"
 #include "config/config.h"
+#include "inspect/memory_estimate.h"
 #include "model/params.h"
 #include "muon/muon.h"
 #include "muon/muon_matrices.h"
@@ -125,6 +129,39 @@ TEST_CASE("muon: owners spread the Newton-Schulz work by cost, the same plan on 
   for (const int64_t rank : {0, 1})
     for (const MuonMatrix& m : plan_muon_matrices(staged_layout, rank, 1, 5))
       CHECK(staged_layout.params[m.param].info.layer == rank);
+}
+
+TEST_CASE("muon: the memory estimate keeps one buffer per Muon matrix, AdamW's two for the rest") {
+  const std::string fsdp_rules =
+      "[[batch, fsdp], [embed, fsdp], [vocab, null], [heads, null], [mlp, null], [seq, null], [kv, null]]";
+  for (const auto& [mesh, rules] : std::vector<std::pair<std::string, std::string>>{
+           {"{shape: [1], axes: [data]}", kMuonOneProcessRules}, {"{shape: [4], axes: [fsdp]}", fsdp_rules}}) {
+    CAPTURE(mesh);
+    const Config config = muon_test_config(mesh, rules);
+    const ModelLayout layout = plan_layout(config);
+    int64_t matrix_bytes = 0;  // this device's shards of the Muon matrices
+    for (const auto& p : layout.params)
+      if (takes_muon(p.info)) matrix_bytes += p.sharding.shard_numel() * 4;
+    REQUIRE(matrix_bytes > 0);
+    const MemoryEstimate adamw = estimate_memory(layout, 8, 1, 0, PipelineSchedule::kOneFOneB, Remat::kNone);
+    const MemoryEstimate muon =
+        estimate_memory(layout, 8, 1, 0, PipelineSchedule::kOneFOneB, Remat::kNone, Optimizer::kMuon);
+    CHECK(adamw.optimizer == 2 * adamw.params);
+    CHECK(adamw.muon_momentum == 0);
+    CHECK(muon.muon_momentum == matrix_bytes);
+    CHECK(adamw.optimizer - muon.optimizer == matrix_bytes);  // one buffer fewer per Muon matrix
+    CHECK(muon.params == adamw.params);
+    CHECK(muon.total() == adamw.total() - matrix_bytes);
+    CHECK(estimate_stages(layout, config)[0].optimizer == muon.optimizer);  // the config's optimizer
+  }
+  ModelConfig gpt2;
+  gpt2.n_layer = 2, gpt2.n_embd = 32, gpt2.n_head = 8, gpt2.vocab_size = 72, gpt2.block_size = 16;
+  int64_t whole = 0;
+  for (const auto& p : param_table(gpt2, gpt2.vocab_size))
+    if (takes_muon(p)) whole += 4 * std::accumulate(p.shape.begin(), p.shape.end(), int64_t{1}, std::multiplies<>());
+  const MemoryEstimate one = estimate_unsharded_memory(gpt2, 8);
+  const MemoryEstimate one_muon = estimate_unsharded_memory(gpt2, 8, 1, Remat::kNone, false, Optimizer::kMuon);
+  CHECK(one.optimizer - one_muon.optimizer == whole);
 }
 
 TEST_CASE("muon: the sharded optimizer on one process is the whole-matrix update, host and device paths") {
