@@ -29,20 +29,11 @@ Muon::Muon(ShardedModel& model, const MuonConfig& config) : model_(&model), conf
   for (const MuonMatrix& m : matrices_) momentum_[m.param] = at::zeros_like(model.params()[m.param]).detach();
 }
 
-at::Tensor Muon::gather_whole(size_t param, at::Tensor block) const {
-  const PartitionSpec& spec = model_->layout().params[param].sharding.spec();
-  for (int64_t d = 0; d < block.dim(); ++d) {
-    const auto& axes = spec.axes_of(static_cast<size_t>(d));
-    if (!axes.empty()) block = model_->comm().along(axes).all_gather(block.contiguous(), d);
-  }
-  return block;
-}
-
 at::Tensor Muon::orthogonalized_block(const MuonMatrix& m, const at::Tensor& update_block) const {
   const ParamLayout& p = model_->layout().params[m.param];
   if (test_hooks().muon_per_shard)  // tests only: the blockwise algorithm this class exists to avoid
     return from_linear(newton_schulz(as_linear(update_block, p.info.input_dims), config_), update_block.sizes());
-  const at::Tensor whole = gather_whole(m.param, update_block);
+  const at::Tensor whole = model_->gather_shards(m.param, update_block);
   const at::ScalarType dtype = config_.ns_dtype == MatmulDtype::kFloat32 ? at::kFloat : at::kBFloat16;
   at::Tensor ortho = stage_group_->rank() == m.owner
                          ? from_linear(newton_schulz(as_linear(whole, p.info.input_dims), config_), p.info.shape)

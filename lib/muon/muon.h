@@ -37,7 +37,6 @@ class Muon {
  private:
   // The whole matrix's orthogonalised update from this rank's block of it, cut back to the block.
   at::Tensor orthogonalized_block(const MuonMatrix& m, const at::Tensor& update_block) const;
-  at::Tensor gather_whole(size_t param, at::Tensor block) const;
 
   ShardedModel* model_;
   MuonConfig config_;

@@ -115,16 +115,21 @@ bool ShardedModel::holds(size_t i) const { return params_[i].defined(); }
 at::Tensor ShardedModel::gather_full(size_t i) const {
   const auto& sharding = layout_.params[i].sharding;
   at::Tensor t;
-  if (holds(i)) {  // the spec's groups lie inside one stage: every member holds the parameter
-    t = params_[i].detach();
-    for (size_t d = 0; d < sharding.global_shape().size(); ++d)
-      t = comm_->along(sharding.spec().axes_of(d)).all_gather(t, static_cast<int64_t>(d)).contiguous();
-  }
+  // The spec's groups lie inside one stage: every member holds the parameter.
+  if (holds(i)) t = gather_shards(i, params_[i].detach());
   if (const auto& placed = sharding.placement(); !placed.everywhere()) {
     if (!t.defined()) t = at::empty(sharding.global_shape(), at::TensorOptions().dtype(at::kFloat).device(comm_->device()));
     comm_->along({placed.axis}).broadcast(t, static_cast<int>(placed.indices.front()));
   }
   return t.contiguous();
+}
+
+at::Tensor ShardedModel::gather_shards(size_t i, at::Tensor block) const {
+  const auto& sharding = layout_.params[i].sharding;
+  block = block.contiguous();
+  for (size_t d = 0; d < sharding.global_shape().size(); ++d)
+    block = comm_->along(sharding.spec().axes_of(d)).all_gather(block, static_cast<int64_t>(d)).contiguous();
+  return block;
 }
 
 int64_t ShardedModel::local_param_bytes() const {

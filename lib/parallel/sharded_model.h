@@ -30,6 +30,9 @@ class ShardedModel {
 
   // The global tensor of parameter i, assembled on every rank (tests, export, checkpoints).
   at::Tensor gather_full(size_t i) const;
+  // A tensor of parameter i's shard shape (its gradient, an update) assembled the same way over
+  // the groups of i's sharding: the whole tensor on every rank holding i. Collective over them.
+  at::Tensor gather_shards(size_t i, at::Tensor block) const;
   // Bytes of this rank's parameter shards.
   int64_t local_param_bytes() const;
 
