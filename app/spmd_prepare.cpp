@@ -7,9 +7,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "chat/prepare_sft.h"
 #include "tokenizer/bpe.h"
 #include "data/meta.h"
 #include "prepare/prepare.h"
+#include "util/error.h"
 #include "util/guarded_main.h"
 
 namespace {
@@ -18,6 +20,11 @@ struct PrepareArgs {
   spmd::PrepareOptions options;
   std::string vocab = "char";
   bool quiet = false;
+  // Fine-tuning rows (--format): the rest of the options are spmd::PrepareOptions'.
+  std::string format = "text";
+  std::string train_on;
+  int64_t block_size = 0;
+  bool unpacked = false;
 };
 
 // "char", "byte" or "bpe:N" (N merges, a decimal integer); "" when valid, else the complaint.
@@ -92,6 +99,48 @@ void setup_corpus_options(CLI::App& app, PrepareArgs& args) {
   app.get_option("--val-fraction")->excludes(val_tokens)->excludes(shards);
 }
 
+void setup_fine_tuning_options(CLI::App& app, PrepareArgs& args) {
+  app.add_option("--format", args.format,
+                 "text: documents (pretraining); prompt-completion: JSON Lines rows {\"prompt\", \"completion\"}; "
+                 "chat: rows {\"messages\": [{\"role\", \"content\"}]} rendered by the --tokenizer folder's chat "
+                 "template. Both fine-tuning formats pack examples into windows of --block-size tokens and write "
+                 "NAME.targets.bin beside each NAME.bin (docs/fine-tuning.md)")
+      ->check(CLI::IsMember({"text", "prompt-completion", "chat"}))
+      ->capture_default_str();
+  app.add_option("--train-on", args.train_on,
+                 "Which tokens are targets: assistant (chat's default: each assistant message and its end-of-turn "
+                 "token), completion (prompt-completion's default: the completion and an end-of-text token), all")
+      ->check(CLI::IsMember({"assistant", "completion", "all"}));
+  app.add_option("--block-size", args.block_size, "Fine-tuning: the window the examples are packed into (the model's "
+                 "block_size); longer rows are dropped and counted")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
+  app.add_flag("--unpacked", args.unpacked, "Fine-tuning: one example per window (padded) instead of packing them");
+}
+
+// --format prompt-completion|chat: spmd::prepare_sft.
+int run_prepare_sft(PrepareArgs& args) {
+  spmd::SftPrepareOptions sft;
+  sft.inputs = args.options.inputs;
+  sft.out_dir = args.options.out_dir;
+  sft.tokenizer_dir = args.options.tokenizer_dir;
+  sft.format = args.format == "chat" ? spmd::SftFormat::kChat : spmd::SftFormat::kPromptCompletion;
+  if (args.train_on == "assistant") sft.train_on = spmd::TrainOn::kAssistant;
+  if (args.train_on == "completion") sft.train_on = spmd::TrainOn::kCompletion;
+  if (args.train_on == "all") sft.train_on = spmd::TrainOn::kAll;
+  sft.block_size = args.block_size;
+  sft.pack = !args.unpacked;
+  sft.val_fraction = args.options.val_fraction;
+  sft.progress = [](const std::string& line) { std::cerr << "spmd-prepare: " << line << std::endl; };
+  const spmd::DatasetMeta meta = spmd::prepare_sft(sft);
+  const spmd::SftMeta& f = meta.sft;
+  fmt::print("spmd-prepare: {} {} example(s){} -> {}: windows of {} tokens ({}), {} train tokens ({} targets), "
+             "{} val tokens ({} targets); targets: {}; an example ends with id {}\n",
+             f.examples, f.format, f.dropped_long > 0 ? fmt::format(" ({} longer than --block-size dropped)", f.dropped_long) : "",
+             sft.out_dir, f.block_size, f.packed ? "packed" : "one example each", meta.train_tokens, f.train_targets,
+             meta.val_tokens, f.val_targets, f.train_on, f.document_end);
+  return 0;
+}
+
 void setup_prepare(CLI::App& app, PrepareArgs& args) {
   auto& opt = args.options;
   app.add_option("--input", opt.inputs,
@@ -118,10 +167,14 @@ void setup_prepare(CLI::App& app, PrepareArgs& args) {
       ->expected(1, -1);
   app.add_flag("--quiet", args.quiet, "No progress lines");
   setup_corpus_options(app, args);
+  setup_fine_tuning_options(app, args);
 }
 
 int run_prepare(PrepareArgs& args) {
   auto& opt = args.options;
+  if (args.format != "text") return run_prepare_sft(args);
+  SPMD_CHECK(args.train_on.empty() && args.block_size == 0 && !args.unpacked,
+             "--train-on, --block-size and --unpacked are for fine-tuning rows (--format prompt-completion|chat)");
   apply_vocab(args);
   if (!args.quiet)
     opt.progress = [](const std::string& line) { std::cerr << "spmd-prepare: " << line << std::endl; };

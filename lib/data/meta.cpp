@@ -107,7 +107,22 @@ nlohmann::json meta_to_json(const DatasetMeta& meta) {
   j["skipped_bad_lines"] = meta.skipped_bad_lines;
   j["non_utf8_documents"] = meta.non_utf8_documents;
   j["sources"] = meta.sources;
+  if (meta.sft.present) {
+    const SftMeta& f = meta.sft;
+    j["fine_tuning"] = {{"format", f.format}, {"train_on", f.train_on}, {"block_size", f.block_size},
+                        {"packed", f.packed}, {"document_end", f.document_end}, {"examples", f.examples},
+                        {"dropped_longer_than_block", f.dropped_long}, {"train_targets", f.train_targets},
+                        {"val_targets", f.val_targets}};
+    if (!f.chat_family.empty()) j["fine_tuning"]["chat_template"] = f.chat_family;
+    if (f.default_system) j["fine_tuning"]["default_system"] = *f.default_system;
+  }
   return j;
+}
+
+std::string targets_path_of(const std::string& token_path) {
+  const std::string bin = ".bin";
+  const bool ends_bin = token_path.size() >= bin.size() && token_path.compare(token_path.size() - bin.size(), bin.size(), bin) == 0;
+  return (ends_bin ? token_path.substr(0, token_path.size() - bin.size()) : token_path) + ".targets.bin";
 }
 
 namespace {
@@ -168,6 +183,21 @@ DatasetMeta meta_from_json(const nlohmann::json& j, const std::string& origin) {
     meta.documents = j.value("documents", int64_t{0});
     meta.skipped_bad_lines = j.value("skipped_bad_lines", int64_t{0});
     meta.non_utf8_documents = j.value("non_utf8_documents", int64_t{0});
+    if (j.contains("fine_tuning")) {
+      const auto& f = j.at("fine_tuning");
+      meta.sft.present = true;
+      meta.sft.format = f.at("format").get<std::string>();
+      meta.sft.train_on = f.at("train_on").get<std::string>();
+      meta.sft.block_size = f.at("block_size").get<int64_t>();
+      meta.sft.packed = f.value("packed", true);
+      meta.sft.document_end = f.at("document_end").get<int64_t>();
+      meta.sft.chat_family = f.value("chat_template", std::string());
+      if (f.contains("default_system")) meta.sft.default_system = f.at("default_system").get<std::string>();
+      meta.sft.examples = f.value("examples", int64_t{0});
+      meta.sft.dropped_long = f.value("dropped_longer_than_block", int64_t{0});
+      meta.sft.train_targets = f.value("train_targets", int64_t{0});
+      meta.sft.val_targets = f.value("val_targets", int64_t{0});
+    }
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(not_ours(origin, json_problem(e)));
   }

@@ -20,6 +20,21 @@ enum class VocabKind { kChar, kByte, kBpe };
 
 class BpeTokenizer;
 
+// A fine-tuning dataset (spmd-prepare --format): examples packed into windows of block_size
+// tokens, each token file with a NAME.targets.bin beside it (one byte per token, 1 = target).
+struct SftMeta {
+  bool present = false;
+  std::string format;         // "chat" or "prompt-completion"
+  std::string train_on;       // "assistant", "completion" or "all"
+  int64_t block_size = 0;     // the windows the examples were packed into: model.block_size must equal it
+  bool packed = true;         // false: one example per window
+  int64_t document_end = -1;  // the id that ends an example and pads a window (the document mask's)
+  std::string chat_family;    // "chatml", "llama3", or "" for prompt/completion rows
+  std::optional<std::string> default_system;  // ChatML: the template's default system turn
+  int64_t examples = 0, dropped_long = 0;     // rows kept, rows longer than block_size dropped
+  int64_t train_targets = 0, val_targets = 0;
+};
+
 struct DatasetMeta {
   VocabKind vocab = VocabKind::kChar;
   std::vector<char32_t> chars;        // char vocabulary: token id -> code point, sorted
@@ -49,7 +64,11 @@ struct DatasetMeta {
   int64_t eot_token = -1;
   std::string tokenizer_source;
   std::shared_ptr<const BpeTokenizer> bpe;
+  SftMeta sft;
 };
+
+// NAME.targets.bin beside a token file NAME.bin: where a fine-tuning dataset keeps its targets.
+std::string targets_path_of(const std::string& token_path);
 
 nlohmann::json meta_to_json(const DatasetMeta& meta);
 // `origin` names the file in error messages (UsageError for a malformed meta).

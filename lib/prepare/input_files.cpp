@@ -26,7 +26,7 @@ bool excluded(const fs::path& path, const fs::path& relative,
   return false;
 }
 
-bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+bool input_has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
 // The paths a glob matches, sorted (glob's order); UsageError when none does.
 std::vector<std::string> expand_glob(const std::string& pattern) {
@@ -44,7 +44,7 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
   std::vector<std::string> expanded;
   for (const auto& input : inputs) {
     std::error_code ec;
-    if (!fs::exists(input, ec) && has_glob_chars(input)) {
+    if (!fs::exists(input, ec) && input_has_glob_chars(input)) {
       for (auto& p : expand_glob(input)) expanded.push_back(std::move(p));
     } else {
       expanded.push_back(input);
