@@ -49,6 +49,17 @@ Batch empty_batch(int64_t rows, int64_t seq, const LoaderState& start) {
   return b;
 }
 
+// The targets of every global row of the step that starts at `start` (fine-tuning data only).
+int64_t step_targets_of(const WindowTable& windows, SampleOrder& order, const LoaderState& start, int64_t global_batch) {
+  if (!windows.marks_targets()) return -1;
+  int64_t n = 0;
+  for (int64_t r = 0; r < global_batch; ++r) {
+    const LoaderState at = advance(start, r, windows.size());
+    n += windows.count_targets(order.window(at.epoch, at.position));
+  }
+  return n;
+}
+
 // This process's rows of the step that starts at `start`: global rows [d*B/D, (d+1)*B/D).
 Batch make_batch(const WindowTable& windows, SampleOrder& order, const LoaderState& start,
                  int64_t global_batch, int64_t dp_index, int64_t dp_size) {
@@ -64,6 +75,7 @@ Batch make_batch(const WindowTable& windows, SampleOrder& order, const LoaderSta
       ++at.epoch;
     }
   }
+  b.step_targets = step_targets_of(windows, order, start, global_batch);
   return b;
 }
 
@@ -199,8 +211,24 @@ Batch DataLoader::produce() {
     b.source_ids[r] = pick.source;
     b.source_samples[r] = j;
   }
+  b.step_targets = blend_step_targets(at.samples);
   cursor_ = after(cursor_, global_batch_);
   return b;
+}
+
+int64_t DataLoader::blend_step_targets(int64_t samples) {
+  bool marked = false;
+  for (const Source& source : sources_) marked = marked || source.windows.marks_targets();
+  if (!marked) return -1;
+  const BlendSegment& segment = *cursor_.blend.segment;
+  std::vector<MixPick> picks(static_cast<size_t>(global_batch_));
+  mix_->picks(samples - segment.start, picks);
+  int64_t n = 0;
+  for (const MixPick& pick : picks) {
+    Source& source = sources_[static_cast<size_t>(pick.source)];
+    n += source.windows.count_targets(source.window_of_sample(segment.offsets[static_cast<size_t>(pick.source)] + pick.index));
+  }
+  return n;
 }
 
 Batch DataLoader::next() {

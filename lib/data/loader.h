@@ -73,6 +73,10 @@ struct Batch {
   std::vector<int64_t> source_ids;  // a blend: the source of each row (0 for one source)
   std::vector<int64_t> source_samples;  // the row's sample number in its source's own order
   LoaderState start;                // the iterator state before this batch's step
+  // Fine-tuning data: the targets (>= 0) in the whole step's global batch, every data-parallel
+  // rank's rows included, the same on every rank: the loss is their sum over this count. -1 when
+  // no source marks targets (every position is one).
+  int64_t step_targets = -1;
 };
 
 // One source of a blend: its name, its data and its weight (any positive number).
@@ -122,6 +126,8 @@ class DataLoader {
     int64_t window_of_sample(int64_t j);
   };
   Batch produce();
+  // The targets of the blend's global batch from sample `samples` (see Batch::step_targets).
+  int64_t blend_step_targets(int64_t samples);
   void start_prefetch();
   LoaderState after(const LoaderState& s, int64_t rows) const;
   // The position that continues `old` with this loader's sources and weights from its sample count.

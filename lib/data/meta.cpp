@@ -220,6 +220,12 @@ DatasetMeta read_meta(const std::string& path) {
   return meta;
 }
 
+SftMeta read_meta_fine_tuning(const std::string& path) {
+  const nlohmann::json j = parse_json_file(path);
+  if (!j.is_object() || !j.contains("fine_tuning")) return SftMeta{};
+  return meta_from_json(j, path).sft;
+}
+
 std::optional<TokenWidth> meta_dtype(const std::string& path) { return dtype_of(parse_json_file(path), path); }
 
 std::vector<std::string> tokenizer_files(const DatasetMeta& meta) {

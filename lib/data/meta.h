@@ -67,6 +67,10 @@ struct DatasetMeta {
   SftMeta sft;
 };
 
+// The fine_tuning entry of a meta.json alone (no tokenizer loaded); present = false without one.
+// UsageError naming the file when it is not JSON or the entry is malformed.
+SftMeta read_meta_fine_tuning(const std::string& path);
+
 // NAME.targets.bin beside a token file NAME.bin: where a fine-tuning dataset keeps its targets.
 std::string targets_path_of(const std::string& token_path);
 

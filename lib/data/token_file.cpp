@@ -76,6 +76,11 @@ int64_t first_out_of_range(const Id* tokens, int64_t n, int64_t vocab_size) {
   return -1;
 }
 
+bool is_targets_file(const std::string& path) {
+  const std::string suffix = ".targets.bin";
+  return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
 // The dtype of the meta.json beside a token file (spmd-prepare's), or nullopt without one.
@@ -84,6 +89,30 @@ std::optional<TokenWidth> dtype_beside(const std::string& token_path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(meta, ec)) return std::nullopt;
   return meta_dtype(meta.string());
+}
+
+// A fine-tuning file's targets (NAME.targets.bin, one byte per token), checked against its tokens.
+MappedFile open_targets_beside(const TokenFile& file) {
+  const std::string path = targets_path_of(file.path());
+  SPMD_CHECK(file.format() == TokenFormat::kNanoGpt, "{}: targets beside an llm.c shard are not supported", path);
+  MappedFile map(path);
+  SPMD_CHECK(static_cast<int64_t>(map.size()) == file.num_tokens(),
+             "{}: {} bytes, but {} holds {} tokens (one target byte per token; rerun spmd-prepare)", path, map.size(),
+             file.path(), file.num_tokens());
+  return map;
+}
+
+// The block size a fine-tuning file's examples were packed for (meta.json beside it); UsageError
+// without one.
+int64_t packed_block_beside(const std::string& token_path) {
+  const auto meta = std::filesystem::path(token_path).parent_path() / "meta.json";
+  std::error_code ec;
+  SPMD_CHECK(std::filesystem::is_regular_file(meta, ec), "{}: has targets beside it but no meta.json to say the window "
+             "its examples were packed into", token_path);
+  const SftMeta sft = read_meta_fine_tuning(meta.string());
+  SPMD_CHECK(sft.present && sft.block_size > 0, "{}: has {} beside it, but {} has no fine_tuning entry", token_path,
+             targets_path_of(token_path), meta.string());
+  return sft.block_size;
 }
 
 }  // namespace
@@ -134,7 +163,7 @@ std::vector<std::string> resolve_token_paths(const std::string& spec) {
     SPMD_CHECK(!fs::exists(fs::path(spec) / "meta.json", ec),
                "{}: is a prepared dataset (it has meta.json): name its train.bin or val.bin", spec);
     for (const auto& entry : fs::directory_iterator(spec, ec))
-      if (entry.is_regular_file() && entry.path().extension() == ".bin")
+      if (entry.is_regular_file() && entry.path().extension() == ".bin" && !is_targets_file(entry.path().string()))
         paths.push_back(entry.path().string());
     SPMD_CHECK(!ec, "{}: cannot list directory: {}", spec, ec.message());
     SPMD_CHECK(!paths.empty(), "{}: directory holds no *.bin token files", spec);
@@ -144,7 +173,7 @@ std::vector<std::string> resolve_token_paths(const std::string& spec) {
     glob_t g{};
     int rc = ::glob(spec.c_str(), 0, nullptr, &g);
     for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i)
-      if (fs::is_regular_file(g.gl_pathv[i])) paths.push_back(g.gl_pathv[i]);
+      if (fs::is_regular_file(g.gl_pathv[i]) && !is_targets_file(g.gl_pathv[i])) paths.push_back(g.gl_pathv[i]);
     ::globfree(&g);
     SPMD_CHECK(!paths.empty(), "{}: no token files match this pattern", spec);
   } else {
@@ -170,6 +199,16 @@ std::shared_ptr<const TokenDataset> TokenDataset::open(const std::string& spec,
                "{}: an llm.c shard of {} tokens, but the meta.json beside it says dtype {}", path,
                dtype_name(file.width()), dtype_name(*dtype));
     data->num_tokens_ += data->files_.back().num_tokens();
+    std::error_code ec;
+    const bool has_targets = std::filesystem::exists(targets_path_of(path), ec);
+    SPMD_CHECK(data->files_.size() == 1 || has_targets == !data->target_maps_.empty(),
+               "{}: its files mix fine-tuning data (NAME.targets.bin beside NAME.bin) and other token files", spec);
+    if (!has_targets) continue;
+    data->target_maps_.push_back(open_targets_beside(file));
+    const int64_t block = packed_block_beside(path);
+    SPMD_CHECK(data->packed_block_ == 0 || data->packed_block_ == block,
+               "{}: its files were packed for windows of {} and {} tokens", spec, data->packed_block_, block);
+    data->packed_block_ = block;
   }
   return data;
 }

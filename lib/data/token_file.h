@@ -82,6 +82,12 @@ class TokenDataset {
 
   const std::string& spec() const { return spec_; }
   const std::vector<TokenFile>& files() const { return files_; }
+  // Fine-tuning data (spmd-prepare --format): NAME.targets.bin beside each NAME.bin, one byte per
+  // token (1 = the token is a target), and the window its examples were packed into (meta.json's
+  // fine_tuning.block_size). nullptr and 0 for pretraining data, where every token is a target.
+  const unsigned char* targets(size_t file) const { return target_maps_.empty() ? nullptr : target_maps_[file].data(); }
+  bool has_targets() const { return packed_block_ > 0; }
+  int64_t packed_block_size() const { return packed_block_; }
   int64_t vocab_size() const { return vocab_size_; }
   int64_t num_tokens() const { return num_tokens_; }
 
@@ -90,6 +96,8 @@ class TokenDataset {
 
   std::string spec_;
   std::vector<TokenFile> files_;
+  std::vector<MappedFile> target_maps_;  // one per file, or none
+  int64_t packed_block_ = 0;
   int64_t vocab_size_ = 0;
   int64_t num_tokens_ = 0;
 };

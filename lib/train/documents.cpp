@@ -11,12 +11,22 @@
 
 namespace spmd {
 
+namespace {
+// Fine-tuning data's document-end id (its meta.json's fine_tuning.document_end), else -1.
+int64_t fine_tuning_document_end(const std::string& meta) {
+  return meta.empty() ? -1 : read_meta_fine_tuning(meta).document_end;
+}
+}  // namespace
+
 int64_t document_eot_token(const Config& config) {
   const DataConfig& d = config.data;
-  if (!d.document_mask) return -1;
-  if (d.eot_token >= 0) return d.eot_token;
   const std::string& data = tokenizer_data_path(d);  // data.train, or a blend's first source
   const std::string meta = dataset_meta_path(data);
+  // Packed fine-tuning examples always take the mask: no example attends to another.
+  const int64_t example_end = fine_tuning_document_end(meta);
+  if (!d.document_mask && example_end < 0) return -1;
+  if (d.eot_token >= 0) return d.eot_token;
+  if (example_end >= 0) return example_end;
   SPMD_CHECK(!meta.empty(),
              "data.eot_token: data.document_mask needs the id that ends a document, and {} has no meta.json beside "
              "it to take the tokenizer's end-of-text id from; set data.eot_token",

@@ -103,6 +103,7 @@ class StepPasses {
     const at::Tensor x = chunk_forward(s_, *f.ops, inputs_.narrow(0, m * rows_, rows_), m, chunk, true, f.input);
     if (link_.ends(chunk)) {
       f.output = s_.net->head_loss(x, targets_.narrow(0, m * rows_, rows_), *f.ops);
+      if (s_.target_loss_scale != 1.0) f.output = f.output * s_.target_loss_scale;  // fine-tuning: over the step's targets
       if (test_hooks().nan_loss_at_step == s_.step) f.output = f.output * NAN;
       loss_sum_ += f.output.detach().to(at::kDouble);
     } else {

@@ -18,6 +18,7 @@
 #include "train/training_data.h"
 #include "util/elapsed.h"
 #include "util/error.h"
+#include "util/test_hooks.h"
 
 namespace spmd {
 
@@ -135,6 +136,19 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
   return s;
 }
 
+namespace {
+// See TrainState::target_loss_scale. A step without any target has no loss to scale (it is 0).
+double target_loss_scale_of(const Batch& batch, int64_t global_batch) {
+  if (batch.step_targets <= 0) return 1.0;
+  if (test_hooks().loss_per_rank_mean) {  // the wrong averaging, for the tests that must catch it
+    int64_t local = 0;
+    for (int64_t t : batch.targets) local += t >= 0;
+    return local > 0 ? static_cast<double>(batch.rows * batch.seq) / static_cast<double>(local) : 1.0;
+  }
+  return static_cast<double>(global_batch * batch.seq) / static_cast<double>(batch.step_targets);
+}
+}  // namespace
+
 StepResult train_step(TrainState& s) {
   const auto& tc = s.config.train;
   ShardedModel& model = *s.model;
@@ -147,6 +161,7 @@ StepResult train_step(TrainState& s) {
   s.phases.begin(device);
 
   Batch batch = s.loader->next();
+  s.target_loss_scale = target_loss_scale_of(batch, s.config.data.batch_size);
   at::Tensor inputs = to_tensor(batch.inputs, batch.rows, batch.seq, device);  // (rows, T)
   at::Tensor targets = to_tensor(batch.targets, batch.rows, batch.seq, device);
   result.timings.data_ms = ms_since(start);
@@ -215,13 +230,21 @@ double evaluate(TrainState& s, const TokenDataset& val) {
   const auto& c = s.config;
   at::NoGradGuard no_grad;
   double sum = 0;
+  int64_t targets = 0;  // fine-tuning data: the targets of all the batches, whose losses `sum` adds up
   for (int64_t k = 0; k < c.train.eval_batches; ++k) {
     Batch batch = eval_batch(val, k, c.data.batch_size, c.model.block_size, s.dp_index(), s.dp_size());
     const c10::Device device = s.comm->device();
     at::Tensor loss = evaluate_passes(s, to_tensor(batch.inputs, batch.rows, batch.seq, device),
                                       to_tensor(batch.targets, batch.rows, batch.seq, device));
-    sum += global_mean(loss, *s.model).item<double>();  // evaluation is a number the user asked for
+    const double mean = global_mean(loss, *s.model).item<double>();  // evaluation is a number the user asked for
+    if (batch.step_targets < 0) {
+      sum += mean;
+    } else {  // the mean over every position of the batch, back to the sum over its targets
+      sum += mean * static_cast<double>(c.data.batch_size * batch.seq);
+      targets += batch.step_targets;
+    }
   }
+  if (val.has_targets()) return targets > 0 ? sum / static_cast<double>(targets) : 0.0;
   return sum / static_cast<double>(c.train.eval_batches);
 }
 

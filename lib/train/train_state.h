@@ -36,6 +36,11 @@ struct TrainState {
   std::unique_ptr<DataLoader> loader;
   int64_t step = 0;  // the next step to run
   int64_t document_eot = -1;  // data.document_mask: the id that ends a document; -1: off
+  // Fine-tuning data: the step's positions over its target tokens (global batch x block_size /
+  // Batch::step_targets), which each microbatch's loss (a mean over its positions) is multiplied
+  // by, so that the step's loss is the sum of the targets' losses over the step's targets on any
+  // mesh. Exactly 1 (and never applied) when every position is a target.
+  double target_loss_scale = 1.0;
   // Where reading a number costs a device sync (CUDA), steps judge their own health on the
   // device and these hold the verdict until a log step reads it; on the CPU numbers are read at
   // every step and they stay undefined.

@@ -52,9 +52,10 @@ TestHooks parse_test_hooks(const std::string& text, int restart_count) {
     else if (name == "slow_save_write" && eq != std::string::npos) hooks.slow_save_write_ms = step_of(item, item.substr(eq + 1));
     else if (name == "dump_init" && eq != std::string::npos && eq + 1 < item.size()) hooks.dump_init_dir = item.substr(eq + 1);
     else if (item == "muon_per_shard") hooks.muon_per_shard = true;
+    else if (item == "loss_per_rank_mean") hooks.loss_per_rank_mean = true;
     else throw UsageError("SPMD_TEST_HOOKS: unknown hook '" + item + "'; known: nan_loss@STEP, crash_in_save@STEP, "
                            "sigkill@STEP:RANK, sigkill_always@STEP:RANK, sigkill_in_save@STEP:RANK, "
-                           "fail_save_write@STEP:RANK, slow_save_write=MS, dump_init=DIR, muon_per_shard");
+                           "fail_save_write@STEP:RANK, slow_save_write=MS, dump_init=DIR, muon_per_shard, loss_per_rank_mean");
   }
   return hooks;
 }

@@ -24,6 +24,9 @@ struct TestHooks {
   int64_t slow_save_write_ms = 0;        // slow_save_write=MS: every writer waits MS before writing
   bool muon_per_shard = false;           // muon_per_shard: Muon orthogonalises each rank's block alone
                                          // (Megatron's blockwise mode), to show that it is another update
+  bool loss_per_rank_mean = false;       // loss_per_rank_mean: fine-tuning's loss divides by each rank's own
+                                         // targets (the averaging that changes with the layout), to show
+                                         // that the invariance tests catch it
 };
 
 const TestHooks& test_hooks();

@@ -1,0 +1,153 @@
+// Fine-tuning's loss as real processes over Gloo: on packed examples whose targets are deliberately
+// unbalanced (windows holding one long, learnable answer among windows of short random ones), the
+// loss is the sum of the targets' losses over the step's targets, so every layout (data, FSDP,
+// tensor and sequence parallel, a pipeline of 4 microbatches, a context-parallel ring) and every
+// microbatch count (1, 2, 4) gives one process's losses, validation losses and gradient norms to
+// float rounding; a per-rank mean (the averaging that depends on the layout, switched on by a test
+// hook) does not, so the tests can fail.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "training_fixture.h"
+
+using namespace spmd::test;
+
+namespace {
+constexpr int kBlock = 16, kVocab = 72, kEnd = 0;
+
+// `windows` packed windows of kBlock tokens and their target bytes, then one padding token:
+// a quarter hold one example with a 13-token counting answer (13 targets), the rest four examples
+// of a 2-token prompt and a 1-token random answer (1 target each), separated by kEnd.
+void write_fine_tuning_file(const std::string& bin, int windows, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> token(1, kVocab - 1), kind(0, 3);
+  std::vector<uint16_t> ids;
+  std::vector<uint8_t> marks;
+  auto put = [&](int id, bool target) {
+    ids.push_back(static_cast<uint16_t>(id));
+    marks.push_back(target ? 1 : 0);
+  };
+  for (int w = 0; w < windows; ++w) {
+    if (kind(rng) == 0) {
+      const int base = token(rng);
+      put(token(rng), false), put(token(rng), false);
+      for (int i = 0; i < 13; ++i) put(1 + (base + i) % (kVocab - 1), true);
+      put(kEnd, false);
+    } else {
+      for (int e = 0; e < 4; ++e) put(token(rng), false), put(token(rng), false), put(token(rng), true), put(kEnd, false);
+    }
+  }
+  put(kEnd, false);
+  std::ofstream(bin, std::ios::binary)
+      .write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * 2));
+  const std::string targets = bin.substr(0, bin.size() - 4) + ".targets.bin";
+  std::ofstream(targets, std::ios::binary)
+      .write(reinterpret_cast<const char*>(marks.data()), static_cast<std::streamsize>(marks.size()));
+}
+
+// A fine-tuning dataset as spmd-prepare --format writes it: a char vocabulary of kVocab ids, the
+// windows packed for kBlock, examples ended by kEnd.
+struct FineTuningRun : TinyRun {
+  FineTuningRun() {
+    const std::string data = dir.file("sft");
+    std::filesystem::create_directories(data);
+    write_fine_tuning_file(data + "/train.bin", 300, 1);
+    write_fine_tuning_file(data + "/val.bin", 40, 2);
+    nlohmann::json chars = nlohmann::json::array();
+    for (int i = 0; i < kVocab; ++i) chars.push_back(std::string(1, static_cast<char>('0' + i)));
+    const nlohmann::json meta{{"format", "spmd-prepare/1"}, {"dtype", "uint16"}, {"vocabulary", chars},
+                              {"vocab_size", kVocab}, {"train", "train.bin"}, {"val", "val.bin"},
+                              {"fine_tuning", {{"format", "chat"}, {"train_on", "assistant"}, {"block_size", kBlock},
+                                               {"document_end", kEnd}}}};
+    write_file(data + "/meta.json", meta.dump());
+  }
+  std::vector<std::string> args(std::vector<std::string> extra = {}) const {
+    return with({"--set", "data.train=" + dir.file("sft/train.bin"), "--set", "data.val=" + dir.file("sft/val.bin")},
+                extra);
+  }
+};
+
+struct LayoutCase {
+  std::string name;
+  std::vector<std::string> args;
+};
+
+const std::string kFineTuningTpRest = "[vocab, model], [heads, model], [mlp, model], [embed, null], [kv, null]";
+
+// Each case against one process on the same arguments: losses, validation losses, gradient norms.
+void check_layouts_match_one_process(const FineTuningRun& run, const std::vector<std::string>& common,
+                                     const std::vector<LayoutCase>& cases, const std::string& hooks = "") {
+  const std::string single = run.dir.file("single");
+  const Curve reference = train(run, single, run.args(common));
+  REQUIRE(reference.loss.size() == 12);
+  REQUIRE(reference.val_loss.size() == 2);
+  CHECK(read_summary(single)["document_eot_token"].get<int>() == kEnd);  // the mask is on by itself
+  const auto reference_norms = grad_norms(single);
+  for (const LayoutCase& c : cases) {
+    CAPTURE(c.name);
+    const std::string out = run.dir.file(c.name);
+    const auto r = run_train(run, out, run.args(with(common, c.args)), hooks);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const Curve curve = read_metrics(out + "/metrics.jsonl");
+    check_same_curve(curve, reference, kFloatRounding);
+    const auto norms = grad_norms(out);
+    REQUIRE(norms.size() == reference_norms.size());
+    for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(kFloatRounding));
+    MESSAGE(c.name << ": largest relative step-loss difference " << max_rel_diff(curve, reference));
+  }
+}
+}  // namespace
+
+TEST_CASE("fine-tuning: data, FSDP, TP+SP layouts and 2 or 4 microbatches give one process's loss over the step's targets") {
+  FineTuningRun run;
+  check_layouts_match_one_process(
+      run, {},
+      {{"microbatches-2", {"--set", "train.microbatches=2"}},
+       {"microbatches-4", {"--set", "train.microbatches=4"}},
+       {"dp-4", mesh_args({"", "[4,1]", "[data,model]", kTpRules})},
+       {"fsdp-4", mesh_args({"", "[4]", "[fsdp]",
+                             "[[batch, fsdp], [embed, fsdp], [vocab, null], [heads, null], [mlp, null], [seq, null], "
+                             "[kv, null]]"})},
+       {"dp-2-microbatches-2", with(mesh_args({"", "[2,1]", "[data,model]", kTpRules}), {"--set", "train.microbatches=2"})},
+       {"tp-sp-1x4", mesh_args({"", "[1,4]", "[data,model]", "[[batch, data], [seq, model], " + kFineTuningTpRest + "]"})}});
+}
+
+TEST_CASE("fine-tuning: a pipeline of 4 microbatches and a context-parallel ring give one process's loss over the step's targets") {
+  FineTuningRun run;
+  check_layouts_match_one_process(
+      run, {"--set", "model.n_layer=4"},
+      {{"data-stage-2x2-4-microbatches",
+        with(mesh_args({"", "[2,2]", "[data,stage]", "[[batch, data], [layers, stage], [seq, null], " + kOthersButSeq + "]"}),
+             {"--set", "train.microbatches=4"})},
+       {"cp-2-ring", with(mesh_args({"", "[2]", "[context]", "[[batch, null], [seq, context], " + kOthersButSeq + "]"}),
+                          {"--set", "runtime.context_exchange=ring"})}});
+}
+
+TEST_CASE("fine-tuning: a per-rank mean of the targets' losses differs from one process on unbalanced examples") {
+  // The averaging the loss must not do: each rank's own targets. Were the examples balanced, it
+  // would land within the mesh tolerance and prove nothing.
+  FineTuningRun run;
+  const Curve reference = train(run, run.dir.file("single"), run.args());
+  const auto r = run_train(run, run.dir.file("dp-4-per-rank"), run.args(mesh_args({"", "[4,1]", "[data,model]", kTpRules})),
+                           "loss_per_rank_mean");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const Curve wrong = read_metrics(run.dir.file("dp-4-per-rank") + "/metrics.jsonl");
+  MESSAGE("per-rank mean: largest relative step-loss difference " << max_rel_diff(wrong, reference));
+  CHECK(max_rel_diff(wrong, reference) > 100 * kFloatRounding);
+  // The same hook on one process is the right loss: it is the averaging over ranks that differs.
+  const auto one = run_train(run, run.dir.file("single-hook"), run.args(), "loss_per_rank_mean");
+  REQUIRE_MESSAGE(one.exit_code == 0, one.output);
+  check_same_curve(read_metrics(run.dir.file("single-hook") + "/metrics.jsonl"), reference, kFloatRounding);
+}
+
+TEST_CASE("fine-tuning: packed data refuses another block_size or a window stride, exit 2") {
+  FineTuningRun run;
+  check_failed_with(run_train(run, run.dir.file("block-32"), run.args({"--set", "model.block_size=32"})), 2,
+                    "fine_tuning.block_size");
+  check_failed_with(run_train(run, run.dir.file("stride"), run.args({"--set", "data.window_stride=8"})), 2,
+                    "fine_tuning.block_size");
+}
