@@ -7,7 +7,11 @@ void setup_sample(CLI::App& app, SampleCli& cli) {
   auto& g = cli.options.generate;
   app.add_option("--checkpoint", cli.options.checkpoint, "a checkpoint (…/step_00001000), or a checkpoint.dir: its newest")->required();
   add_mesh_command_options(app, cli, "YAML config (default: the one the checkpoint was written with)");
-  app.add_option("--prompt", cli.options.prompt, "text to continue (default: a newline, not printed)");
+  auto* prompt = app.add_option("--prompt", cli.options.prompt, "text to continue (default: a newline, not printed)");
+  app.add_option("--chat", cli.options.chat,
+                 "a user message: the chat template of the fine-tuning data (spmd-prepare --format chat) is applied "
+                 "and the assistant's reply printed, up to its end-of-turn token")
+      ->excludes(prompt);
   app.add_option("--tokens", g.tokens, "new tokens to generate")->capture_default_str();
   app.add_option("--temperature", g.sampling.temperature, "softmax temperature; 0: greedy")->capture_default_str();
   app.add_option("--top-k", g.sampling.top_k, "sample among the k most likely tokens; 0: all")->capture_default_str();

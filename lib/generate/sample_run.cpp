@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "chat/chat_render.h"
+#include "chat/sft_examples.h"
 #include "ckpt/checkpoint_restore.h"
 #include "comm/backend.h"
 #include "data/dataset_tokenizer.h"
@@ -75,13 +77,30 @@ std::vector<int64_t> prompt_tokens(const DatasetMeta& tokenizer, const std::stri
   }
 }
 
+std::vector<int64_t> chat_prompt_tokens(const DatasetMeta& tokenizer, const std::string& message, int64_t& end_of_turn) {
+  const SftMeta& sft = tokenizer.sft;
+  SPMD_CHECK(tokenizer.bpe != nullptr && !sft.chat_family.empty(),
+             "--chat: the tokenizer's dataset was not prepared from chats (spmd-prepare --format chat writes the chat "
+             "template it used into meta.json); use --prompt");
+  ChatTemplate tmpl;
+  tmpl.family = sft.chat_family == "llama3" ? ChatFamily::kLlama3 : ChatFamily::kChatMl;
+  tmpl.default_system = sft.default_system;
+  const RenderedChat chat = render_chat(tmpl, {{"user", message}});
+  const std::string end = tmpl.family == ChatFamily::kLlama3 ? "<|eot_id|>" : "<|im_end|>";
+  end_of_turn = added_token_id(*tokenizer.bpe, end);
+  return encode(tokenizer, chat.text + chat_generation_prompt(tmpl.family));
+}
+
 void check_sampling_inputs(const Config& config, const SampleOptions& options) {
   const auto& g = options.generate;
   SPMD_CHECK(g.sampling.temperature >= 0, "--temperature {}: must be 0 (greedy) or positive", g.sampling.temperature);
   SPMD_CHECK(g.sampling.top_k >= 0, "--top-k {}: must be 0 (all tokens) or positive", g.sampling.top_k);
   SPMD_CHECK(g.tokens >= 1, "--tokens {}: must be at least 1", g.tokens);
   checkpoint_config_yaml(options.checkpoint);  // an index is there and readable
-  prompt_tokens(sampling_tokenizer(config, options.checkpoint), options.prompt);
+  int64_t end_of_turn = -1;
+  const DatasetMeta tokenizer = sampling_tokenizer(config, options.checkpoint);
+  if (!options.chat.empty()) chat_prompt_tokens(tokenizer, options.chat, end_of_turn);
+  else prompt_tokens(tokenizer, options.prompt);
 }
 
 namespace {
@@ -97,7 +116,10 @@ std::FILE* open_text_sink(const SampleOptions& options) {
 int run_sampling(const Config& config, const RendezvousInfo& rendezvous, bool single_process,
                  const SampleOptions& options) {
   const DatasetMeta tokenizer = sampling_tokenizer(config, options.checkpoint);
-  const std::vector<int64_t> prompt = prompt_tokens(tokenizer, options.prompt);
+  int64_t end_of_turn = -1;  // --chat: the reply is printed up to it
+  const std::vector<int64_t> prompt = options.chat.empty() ? prompt_tokens(tokenizer, options.prompt)
+                                                           : chat_prompt_tokens(tokenizer, options.chat, end_of_turn);
+  bool reply_ended = false;
   const ResolvedRuntime runtime = resolve_runtime(config.runtime);
   ModelLayout layout = plan_layout(config);
   auto comm = single_process ? std::make_unique<Communicator>(layout.mesh, runtime)
@@ -112,7 +134,8 @@ int run_sampling(const Config& config, const RendezvousInfo& rendezvous, bool si
   generate_options.vocab_size = tokenizer.vocab_size;
   const auto start = std::chrono::steady_clock::now();
   generate(model, *net, prompt, generate_options, [&](int64_t token) {
-    if (!leader) return;
+    reply_ended = reply_ended || (end_of_turn >= 0 && token == end_of_turn);
+    if (!leader || reply_ended) return;
     const std::string piece = decode(tokenizer, {token});
     std::fwrite(piece.data(), 1, piece.size(), sink);
     std::fflush(sink);
