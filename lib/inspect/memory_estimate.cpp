@@ -13,7 +13,8 @@
 //   embeddings   the stream (B, T', C); with a tensor-parallel vocab dim (any size) the masked ids
 //                (int64) and the mask (float) of (B, T); dropout's mask (B, T', C)
 //   layer norm   its input (kept anyway as the stream), mean and rstd (B, T'); RMSNorm (llama) rstd
-//                (B, T') and its normalized input (B, T', C) (the scale's gradient needs it), fp32
+//                (B, T') and its normalized input (B, T', C) (the scale's gradient needs it), fp32;
+//                on a CPU the fused residual RMSNorm its rstd only (kernels/cpu/fused_rms_norm.h)
 //   dense        its input, in the matmul operand dtype (model.matmul_dtype: bf16 activations
 //                between matmuls, as autocast; the norm's output is already bf16, so the layers
 //                that read it share it); a column-parallel layer under tensor parallelism casts its
@@ -23,10 +24,12 @@
 //   attention    the fused kernel keeps qkv (B, T, 3C', operand dtype) and the probabilities
 //                (B, H', T, T); its output is c_proj's input; dropout's mask (B, H', T, T)
 //   bias+GELU    its derivative (B, T, F') in the operand dtype; its output is c_proj's input;
-//                SwiGLU (llama) keeps gate, silu(gate) and up (B, T, F') in the operand dtype; its
-//                output is down's input
+//                SwiGLU (llama) keeps gate, silu(gate) and up (B, T, F') in the operand dtype (on a
+//                CPU the fused kernel gate and up only); its output is down's input
 //   rotary       its angles only (T, D), not counted; grouped-query attention repeats the key/value
-//                heads before the kernel, which then keeps qkv of H' heads as GPT-2's
+//                heads before the kernel, which then keeps qkv of H' heads as GPT-2's; the CPU's
+//                fused kernel reads them unrepeated and keeps H' + 2 Hkv' heads (kernels.h,
+//                grouped_causal_attention)
 //   residual     each add's output (B, T', C) (the next layer norm's input); the dropout masks
 //   head         the loss runs the LM head in chunks of rows and makes its gradients in forward:
 //                it keeps the gradient of its input (B*T, C) fp32 and of the table (V', C) fp32
@@ -66,6 +69,7 @@ struct DeviceShapes {
   int64_t B = 0, T = 0, C = 0;
   int64_t heads = 0;                      // attention heads on this device
   int64_t head_dim = 0;
+  int64_t kv_heads = 0;                   // key/value heads on this device (GPT-2: heads)
   int64_t mlp = 0;                        // MLP hidden width on this device
   int64_t vocab = 0;                      // logit columns on this device
   int64_t head_table_grad = 0;            // bytes of the table's gradient the loss keeps (the stored shard's)
@@ -91,10 +95,22 @@ struct DeviceShapes {
   // One process's sequence on a CPU: the fused kernel (kernels::causal_attention), which keeps qkv
   // in the operand dtype and the probabilities, and works through one head's rows at a time.
   bool cpu_fused_attention() const { return !gpu && context_split == 1; }
+  // The heads of the qkv attention keeps: the key/value heads unrepeated in the CPU's fused kernel.
+  int64_t qkv_heads() const { return cpu_fused_attention() ? heads + 2 * kv_heads : 3 * heads; }
   int64_t full_tokens() const { return B * T / context_split; }
   int64_t stream_tokens() const { return full_tokens() / seq_split; }
   int64_t stream_bytes() const { return stream_tokens() * C * kFloatBytes; }  // one (B, T', C) fp32
 };
+
+// What the family's elementwise ops keep on this device: on a CPU the fused kernels keep less than
+// the ops they replace (RMSNorm no normalized copy, SwiGLU no silu(gate)).
+ActivationTraits kept_traits(const ModelConfig& m, bool gpu) {
+  ActivationTraits t = activation_traits(m);
+  if (gpu) return t;
+  t.norm_streams = 0;
+  t.mlp_hidden = std::min<int64_t>(t.mlp_hidden, 2);
+  return t;
+}
 
 int64_t stage_input_bytes(const DeviceShapes& d, bool first_stage) {
   int64_t bytes = d.stream_bytes();  // the embeddings' output, or the received activation
@@ -124,7 +140,7 @@ int64_t block_bytes(const DeviceShapes& d, Remat remat) {
     return bytes + N * 4 * d.heads * d.head_dim * 2 + d.B * d.heads * d.T * kFloatBytes;
   }
   // qkv: attention's (or its recomputation's) input; context-parallel attention takes it in fp32.
-  bytes += N * 3 * d.heads * d.head_dim * (d.context_split > 1 ? kFloatBytes : d.operand);
+  bytes += N * d.qkv_heads() * d.head_dim * (d.context_split > 1 ? kFloatBytes : d.operand);
   if (remat == Remat::kNone && !d.ring_attention) bytes += probs;
   // The attention mask; selective recomputation draws it in the replay. The two residual masks.
   if (d.dropout_masks_kept()) bytes += (remat == Remat::kNone ? probs : 0) + 2 * d.stream_bytes();
@@ -258,8 +274,9 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   d.B = rows, d.T = m.block_size, d.C = m.n_embd;
   d.heads = m.n_head / tp_share(layout, *w.attention_in.front(), "heads");
   d.head_dim = m.head_dim();
+  d.kv_heads = m.kv_heads() * d.heads / m.n_head;  // split by the same axes as the query heads
   d.mlp = m.mlp_size() / tp_share(layout, *w.mlp_in.front(), "mlp");
-  d.traits = activation_traits(m);
+  d.traits = kept_traits(m, layout.on_gpu);
   const ParamLayout& head = layout.param(head_table(m));
   d.vocab = head.gathered_shape()[0];
   d.head_table_grad = head.sharding.shard_numel() * kFloatBytes;
@@ -404,11 +421,11 @@ MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t globa
   e.optimizer = 2 * (e.params - e.muon_momentum) + e.muon_momentum;
   DeviceShapes d;
   d.B = global_batch / microbatches, d.T = model.block_size, d.C = model.n_embd;
-  d.heads = model.n_head, d.head_dim = model.head_dim(), d.mlp = model.mlp_size();
+  d.heads = model.n_head, d.head_dim = model.head_dim(), d.mlp = model.mlp_size(), d.kv_heads = model.kv_heads();
   d.vocab = model.vocab_size;
   d.head_table_grad = d.vocab * d.C * kFloatBytes;
   d.dropout = model.dropout > 0;
-  d.traits = activation_traits(model);
+  d.traits = kept_traits(model, on_gpu);
   const int64_t operand = operand_bytes(model.matmul_dtype, on_gpu);
   d.operand = operand;
   // One kept input per group of layers (in the operand dtype), and a copy of each weight.

@@ -98,7 +98,9 @@ struct ResidualNormed {
 // with `rms`, RMSNorm with weight alone; statistics in float32. On a GPU one kernel each way
 // (kernels/cuda/residual_norm.cuh): forward reads x and delta once and writes the sum and the
 // normed rows; backward adds the norm's gradient to the residual's and writes the branch's
-// gradient in its dtype in the same pass. Elsewhere the CPU stand-in of the same numbers.
+// gradient in its dtype in the same pass. On a CPU taking the fused kernels, RMSNorm without a
+// bias is one pass each way too (kernels/cpu/fused_rms_norm.h). Elsewhere the CPU stand-in of the
+// same numbers.
 ResidualNormed residual_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
                              const at::Tensor& bias, double eps, bool rms, at::ScalarType out_dtype);
 
@@ -158,7 +160,8 @@ at::Tensor dropout(const at::Tensor& x, const DropoutDraws& draws);
 
 // Llama's SwiGLU: silu(gate) * up, elementwise. On the device-generic path one op each way
 // (pointwise.cpp: a kernel of our own on a GPU, kernels/cuda/pointwise.cuh; the CPU stand-in
-// elsewhere), computed in float32 and rounded once; on a CPU libtorch's silu and multiply.
+// elsewhere), computed in float32 and rounded once; on a CPU one pass each way too
+// (kernels/cpu/fused_swiglu.h).
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 
 // Rotary embeddings: x (B, T, H, D) rotated by the angles whose cos and sin are float32
@@ -166,6 +169,21 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 // float32 and returned in x's dtype; autograd-aware (the backward rotates back). One kernel each
 // way on a GPU (kernels/cuda/pointwise.cuh), the CPU stand-in of the same numbers elsewhere.
 at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+// Grouped-query attention's input in the layout its kernel reads: q (B, T, H, D) and k
+// (B, T, Hkv, D) rotated as rotary() rotates them, v as it is, packed along the heads into
+// (B, T, H + 2 Hkv, D) (query heads, key heads, value heads) in q's dtype; autograd-aware. On a CPU
+// one pass each way (kernels/cpu/fused_rotary.h, apply_rope's bits); elsewhere rotary and cat.
+at::Tensor rotary_pack(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cos,
+                       const at::Tensor& sin);
+
+// Causal attention of a packed (B, T, H + 2 Hkv, D) qkv (rotary_pack's) in which query head h
+// reads key/value head h / (H / Hkv) -> (B, T, H, D); dropout as (B, H, T, T) draws, operand_dtype
+// and document_starts as causal_attention's. The CPU's fused kernel reads each key/value head for
+// its query heads, never repeated (its gradient sums theirs in place); elsewhere the key/value
+// heads are repeated into (B, T, 3, H, D) for causal_attention.
+at::Tensor grouped_causal_attention(const at::Tensor& packed, int64_t kv_heads, const DropoutDraws& dropout,
+                                    at::ScalarType operand_dtype, const at::Tensor& document_starts = at::Tensor());
 
 // RMSNorm over x's last dim: x / sqrt(mean(x^2) + eps) * weight, the statistics in float32
 // whatever x's dtype (as Hugging Face's LlamaRMSNorm); weight of size x.size(-1).

@@ -2,6 +2,7 @@
 // one backward: the GPU kernel (kernels/cuda/pointwise.cuh) or its CPU stand-in.
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "kernels/cpu/fused_swiglu.h"
 #include "kernels/cuda_module.h"
 #include "kernels/gpu_stand_ins.h"
 #include "kernels/kernels.h"
@@ -61,6 +62,7 @@ at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& 
 }
 
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
+  if (!takes_generic_path(gate.device()) && cpu::fused_swiglu_supports(gate, up)) return cpu::fused_swiglu(gate, up);
   if (!takes_generic_path(gate.device()) || gate.scalar_type() != up.scalar_type() || gate.sizes() != up.sizes())
     return at::silu(gate) * up;
   return SwiGlu::apply(gate, up);

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "kernels/cpu/fused_rms_norm.h"
 #include "kernels/cuda_module.h"
 #include "kernels/gpu_stand_ins.h"
 #include "util/error.h"
@@ -83,6 +84,11 @@ ResidualNormed residual_norm(const at::Tensor& x, const at::Tensor& delta, const
               "residual_norm: float32 x {} and delta of its shape (or none), a float32 weight of its width, got "
               "weight {}",
               x.sizes().vec(), weight.sizes().vec());
+  if (rms && !bias.defined() && !takes_generic_path(x.device()) &&
+      cpu::fused_rms_norm_supports(x, delta, weight, out_dtype)) {
+    const auto r = cpu::fused_residual_rms_norm(x, delta, weight, eps, out_dtype);
+    return {r.sum, r.normed};
+  }
   const int64_t C = x.size(-1);
   const at::Tensor none = at::empty({0}, weight.options());
   const auto out = ResidualNormFunction::apply(x.reshape({-1, C}).contiguous(),

@@ -6,22 +6,10 @@
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 
+#include "model/grouped_query.h"
 #include "model/rope.h"
 
 namespace spmd {
-
-namespace {
-
-// Grouped-query attention: key/value heads (B, T, Hkv, D) repeated to the H query heads they serve
-// (query head i uses key/value head i / (H / Hkv)). Sharding `heads` splits both into contiguous
-// blocks, so this holds on every rank's local heads too.
-at::Tensor repeat_kv(const at::Tensor& kv, int64_t heads) {
-  const int64_t group = heads / kv.size(2);
-  if (group == 1) return kv;
-  const auto s = kv.sizes();
-  return kv.unsqueeze(3).expand({s[0], s[1], s[2], group, s[3]}).reshape({s[0], s[1], heads, s[3]});
-}
-}  // namespace
 
 Llama::Llama(const ModelConfig& config) : Model(config), inverse_frequencies_(rope_inverse_frequencies(config)) {}
 
@@ -34,18 +22,16 @@ at::Tensor Llama::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, b
   // Each position rotated by its true place: context-parallel chunks and packed documents too.
   const RopeAngles angles =
       rope_angles(ops.positions(q.size(1), cache ? cache->length : 0, document_starts), inverse_frequencies_);
-  q = ops.rotary(q, angles.cos, angles.sin);
-  k = ops.rotary(k, angles.cos, angles.sin);
-  const int64_t H = q.size(2);
   const bool drop = training && config_.dropout > 0;
   at::Tensor y;
   if (cache) {  // the cache holds the Hkv key/value heads
-    cache->append(layer, k, v);
+    q = ops.rotary(q, angles.cos, angles.sin);
+    cache->append(layer, ops.rotary(k, angles.cos, angles.sin), v);
     const size_t l = static_cast<size_t>(layer);
+    const int64_t H = q.size(2);
     y = ops.attention_over_prefix(q, repeat_kv(cache->keys[l], H), repeat_kv(cache->values[l], H));
-  } else {
-    const at::Tensor qkv = at::stack({q, repeat_kv(k, H), repeat_kv(v, H)}, 2);  // (B, T, 3, H, D)
-    y = ops.causal_attention(qkv, drop ? p + ".attn_dropout" : "", document_starts);  // (B, T, H, D)
+  } else {  // (B, T, H, D)
+    y = ops.rotary_attention(q, k, v, angles.cos, angles.sin, drop ? p + ".attn_dropout" : "", document_starts);
   }
   y = ops.dense(y, p + ".o.weight", "", 2);  // (B, T, C)
   if (drop) y = ops.dropout(y, p + ".resid_dropout", kResidualAxes);

@@ -85,6 +85,15 @@ class ModelOps {
   // (model/rope.h), in float32, returned in x's dtype. By default rope.h's apply_rope.
   virtual at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
+  // Rotary grouped-query causal attention: q (B, T, H, D) and k (B, T, Hkv, D) rotated by the angles
+  // (as rotary), then causal attention (as causal_attention, dropout and document starts included)
+  // in which query head i reads key/value head i / (H / Hkv) of k and v -> (B, T, H, D). By default
+  // rotary, the key/value heads repeated (model/grouped_query.h), stacked and causal_attention; a
+  // runtime with a kernel that reads each key/value head for its query heads uses it.
+  virtual at::Tensor rotary_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& cos, const at::Tensor& sin, const std::string& dropout_site,
+                                      const at::Tensor& document_starts);
+
   // Llama's SwiGLU: silu(gate) * up, in the inputs' dtype (bf16 between bf16 matmuls).
   virtual at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) = 0;
 

@@ -207,6 +207,11 @@ ModelOps::AddNormed ParallelOps::add_layer_norm(const at::Tensor& x, const at::T
 
 ModelOps::AddNormed ParallelOps::add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight,
                                               double eps) {
+  // The CPU's fused kernel: one pass each way (kernels/cpu/fused_rms_norm.h), FSDP's gathered scale too.
+  if (!kernels::takes_generic_path(x.device()) && x.scalar_type() == at::kFloat) {
+    const auto r = kernels::residual_norm(x, delta, param(weight), at::Tensor(), eps, /*rms=*/true, matmul_dtype());
+    return {r.sum, r.normed};
+  }
   if (!fuses_residual_norm(x, weight, "")) return ModelOps::add_rms_norm(x, delta, weight, eps);
   const auto r = kernels::residual_norm(x, delta, param(weight), at::Tensor(), eps, /*rms=*/true, matmul_dtype());
   return {r.sum, r.normed};
@@ -258,6 +263,28 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
       return kernels::causal_attention(in, dropout, operands, document_starts);
     });
   return kernels::causal_attention(qkv, dropout, operands, document_starts);
+}
+
+at::Tensor ParallelOps::rotary_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                         const at::Tensor& cos, const at::Tensor& sin, const std::string& dropout_site,
+                                         const at::Tensor& document_starts) {
+  // The CPU's fused kernels: q and k rotated into the packed layout attention reads, each key/value
+  // head read for its query heads (never repeated). Context parallelism exchanges whole
+  // (B, T, 3, H, D) blocks, and a GPU takes libtorch's attention: the default.
+  if (context_parallel() || kernels::takes_generic_path(q.device()))
+    return ModelOps::rotary_attention(q, k, v, cos, sin, dropout_site, document_starts);
+  static const std::vector<std::string> kGroupedProbs{"batch", "heads", "", ""};  // as causal_attention's
+  const at::Tensor packed = kernels::rotary_pack(q, k, v, cos, sin);              // (B, T, H + 2 Hkv, D)
+  const int64_t kv_heads = k.size(2);
+  kernels::DropoutDraws dropout;
+  if (!dropout_site.empty() && model_.layout().model.dropout > 0)
+    dropout = dropout_draws(dropout_block({q.size(0), q.size(2), q.size(1), q.size(1)}, dropout_site, kGroupedProbs));
+  const at::ScalarType operands = matmul_dtype();
+  if (remat_ == Remat::kSelective)
+    return recomputed(packed, [kv_heads, dropout, operands, document_starts](const at::Tensor& in) {
+      return kernels::grouped_causal_attention(in, kv_heads, dropout, operands, document_starts);
+    });
+  return kernels::grouped_causal_attention(packed, kv_heads, dropout, operands, document_starts);
 }
 
 ContextSplit ParallelOps::context_split() const {

@@ -57,6 +57,9 @@ class ParallelOps : public ModelOps {
   at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
   at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
                               const at::Tensor& document_starts) override;
+  at::Tensor rotary_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cos,
+                              const at::Tensor& sin, const std::string& dropout_site,
+                              const at::Tensor& document_starts) override;
   at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) override;
   at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) override;
   at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;

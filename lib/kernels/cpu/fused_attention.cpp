@@ -45,10 +45,16 @@ namespace spmd::kernels::cpu {
 
 namespace {
 
+// qkv's heads along a row: H query heads, then Hkv key heads, then Hkv value heads ((B, T, 3, H, D)
+// is Hkv = H); query head h reads key/value head h / group.
 struct Shape {
-  int64_t B, T, H, D;
-  int64_t ld_qkv() const { return 3 * H * D; }  // row stride of Q, K, V inside qkv
-  int64_t ld_y() const { return H * D; }        // row stride of one head's rows in (B, T, H, D)
+  int64_t B, T, H, D, Hkv;
+  int64_t group() const { return H / Hkv; }
+  int64_t ld_qkv() const { return (H + 2 * Hkv) * D; }  // row stride of Q, K, V inside qkv
+  int64_t ld_y() const { return H * D; }                // row stride of one head's rows in (B, T, H, D)
+  int64_t q_offset(int64_t h) const { return h * D; }
+  int64_t k_offset(int64_t h) const { return (H + h / group()) * D; }
+  int64_t v_offset(int64_t h) const { return (H + Hkv + h / group()) * D; }
 };
 
 // One batch row's document starts (T entries), or none: every row then starts at key 0.
@@ -150,19 +156,21 @@ void lower_times(const Shape& s, const float* l, const float* x, int64_t ldx, fl
   }
 }
 
-// C (T x D, ldc) = L^T X for the same L: rows [j0, j1) of C need L's rows from j0 up to the last
-// whose document starts before j1.
+// C (T x D, ldc) = L^T X + beta C for the same L: rows [j0, j1) of C need L's rows from j0 up to
+// the last whose document starts before j1. beta 1 sums the query heads of one key/value head.
 void lower_transposed_times(const Shape& s, const float* l, const float* x, int64_t ldx, float* c, int64_t ldc,
-                            RowStarts st) {
+                            RowStarts st, float beta = 0.f) {
   const int64_t T = s.T;
   for (int64_t j0 = 0; j0 < T; j0 += kRowBlock) {
     const int64_t j1 = std::min(T, j0 + kRowBlock), end = st.rows_seeing_before(j1, T);
-    gemm(true, false, j1 - j0, s.D, end - j0, 1.f, l + j0 * T + j0, T, x + j0 * ldx, ldx, 0.f, c + j0 * ldc, ldc);
+    gemm(true, false, j1 - j0, s.D, end - j0, 1.f, l + j0 * T + j0, T, x + j0 * ldx, ldx, beta, c + j0 * ldc, ldc);
   }
 }
 
-Shape shape_of(const at::Tensor& qkv) {
-  return {qkv.size(0), qkv.size(1), qkv.size(3), qkv.size(4)};
+// (B, T, 3, H, D), or packed (B, T, H + 2 Hkv, D) with kv_heads = Hkv.
+Shape shape_of(const at::Tensor& qkv, int64_t kv_heads) {
+  if (qkv.dim() == 5) return {qkv.size(0), qkv.size(1), qkv.size(3), qkv.size(4), qkv.size(3)};
+  return {qkv.size(0), qkv.size(1), qkv.size(2) - 2 * kv_heads, qkv.size(3), kv_heads};
 }
 
 // rows x D bf16 values (raw bits, row stride ld_src) widened into dst (row stride D), and back,
@@ -227,15 +235,16 @@ template <typename scalar_t>
 void attention_forward(const Shape& s, const scalar_t* qkv_p, HeadMask mask, const int64_t* starts_p, float* probs_p,
                        scalar_t* y_p) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
-  const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
+  const int64_t T = s.T, ld = s.ld_qkv();
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
     const at::Tensor dropped = scratch(mask.any() ? T : 0), drawn = scratch(mask.draws ? T : 0);
     const TaskRows rows(kStaged<scalar_t>, 4, s);  // q, k, v, y
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
-      const scalar_t* src = qkv_p + b * T * ld + h * s.D;
-      const HeadRows q = head_rows(src, ld, s, rows.slot(0)), k = head_rows(src + HD, ld, s, rows.slot(1)),
-                     v = head_rows(src + 2 * HD, ld, s, rows.slot(2));
+      const scalar_t* src = qkv_p + b * T * ld;
+      const HeadRows q = head_rows(src + s.q_offset(h), ld, s, rows.slot(0)),
+                     k = head_rows(src + s.k_offset(h), ld, s, rows.slot(1)),
+                     v = head_rows(src + s.v_offset(h), ld, s, rows.slot(2));
       float* p = probs_p + bh * T * T;
       const RowStarts st{starts_p ? starts_p + b * T : nullptr};
       causal_softmax_probs(s, q.p, k.p, q.ld, scale, p, st);
@@ -251,44 +260,65 @@ void attention_forward(const Shape& s, const scalar_t* qkv_p, HeadMask mask, con
   });
 }
 
-// Every (row, head): dQ, dK, dV into grad_qkv from dY and the saved P.
+// One query head's backward: dQ into dq; dK, dV into dk, dv plus beta times what they hold (the
+// group's earlier query heads).
+struct HeadGrads {
+  HeadRows q, k, v, gy;
+  float* dq;
+  int64_t ld_dq;
+  float *dk, *dv;
+  int64_t ld_dkv;
+};
+void head_backward(const Shape& s, const float* p, const float* m, float* dp, float* dropped, RowStarts st,
+                   const HeadGrads& g, float beta) {
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
+  const int64_t T = s.T;
+  const float* pd = p;
+  if (m) {
+    apply_mask(T, p, m, dropped);
+    pd = dropped;
+  }
+  // dPd = dY V^T, the visible keys only (row block [i0, i1): columns [start_i0, i1)).
+  for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
+    const int64_t i1 = std::min(T, i0 + kRowBlock), c0 = st.of(i0);
+    gemm(false, true, i1 - i0, i1 - c0, s.D, 1.f, g.gy.p + i0 * g.gy.ld, g.gy.ld, g.v.p + c0 * g.v.ld, g.v.ld, 0.f,
+         dp + i0 * T + c0, T);
+  }
+  lower_transposed_times(s, pd, g.gy.p, g.gy.ld, g.dv, g.ld_dkv, st, beta);  // dV (+)= Pd^T dY
+  softmax_backward_rows(dp, p, m, T, scale, st);                            // dP -> dS
+  lower_times(s, dp, g.k.p, g.k.ld, g.dq, g.ld_dq, st);                     // dQ = dS K
+  lower_transposed_times(s, dp, g.q.p, g.q.ld, g.dk, g.ld_dkv, st, beta);   // dK (+)= dS^T Q
+}
+
+// Every (row, key/value head): its query heads' dQ, and dK, dV summed over them, into grad_qkv from
+// dY and the saved P. One task per key/value head: no two tasks write one dK.
 template <typename scalar_t>
 void attention_backward(const Shape& s, const scalar_t* qkv_p, const float* probs_p, HeadMask mask,
                         const int64_t* starts_p, const scalar_t* gy_p, scalar_t* gqkv_p) {
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
-  const int64_t T = s.T, ld = s.ld_qkv(), HD = s.H * s.D;
-  at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
+  const int64_t T = s.T, ld = s.ld_qkv();
+  at::parallel_for(0, s.B * s.Hkv, 1, [&](int64_t begin, int64_t end) {
     const at::Tensor dp_rows = scratch(T), dropped = scratch(mask.any() ? T : 0), drawn = scratch(mask.draws ? T : 0);
-    float* dp = dp_rows.data_ptr<float>();
     const TaskRows rows(kStaged<scalar_t>, 7, s);  // q, k, v, dY in; dQ, dK, dV out
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / s.H, h = bh % s.H;
-      const int64_t offset = b * T * ld + h * s.D;
-      const scalar_t* src = qkv_p + offset;
-      const HeadRows q = head_rows(src, ld, s, rows.slot(0)), k = head_rows(src + HD, ld, s, rows.slot(1)),
-                     v = head_rows(src + 2 * HD, ld, s, rows.slot(2));
-      const HeadRows gy = head_rows(gy_p + b * T * s.ld_y() + h * s.D, s.ld_y(), s, rows.slot(3));
-      const HeadOut<scalar_t> dq{gqkv_p + offset, ld, rows.slot(4)}, dk{gqkv_p + offset + HD, ld, rows.slot(5)},
-          dv{gqkv_p + offset + 2 * HD, ld, rows.slot(6)};
-      const float* p = probs_p + bh * T * T;
+    for (int64_t bkv = begin; bkv < end; ++bkv) {
+      const int64_t b = bkv / s.Hkv, h0 = bkv % s.Hkv * s.group();
+      const scalar_t* src = qkv_p + b * T * ld;
+      scalar_t* dst = gqkv_p + b * T * ld;
+      const HeadRows k = head_rows(src + s.k_offset(h0), ld, s, rows.slot(1)),
+                     v = head_rows(src + s.v_offset(h0), ld, s, rows.slot(2));
+      const HeadOut<scalar_t> dk{dst + s.k_offset(h0), ld, rows.slot(5)}, dv{dst + s.v_offset(h0), ld, rows.slot(6)};
       const RowStarts st{starts_p ? starts_p + b * T : nullptr};
-      const float* m = mask.of(bh, T, st, drawn.data_ptr<float>());
-      const float* pd = p;
-      if (m) {
-        apply_mask(T, p, m, dropped.data_ptr<float>());
-        pd = dropped.data_ptr<float>();
+      for (int64_t h = h0; h < h0 + s.group(); ++h) {
+        const int64_t bh = b * s.H + h;
+        const HeadRows q = head_rows(src + s.q_offset(h), ld, s, rows.slot(0));
+        const HeadRows gy = head_rows(gy_p + b * T * s.ld_y() + h * s.D, s.ld_y(), s, rows.slot(3));
+        const HeadOut<scalar_t> dq{dst + s.q_offset(h), ld, rows.slot(4)};
+        const HeadGrads g{q, k, v, gy, dq.p(), dq.ld(s), dk.p(), dv.p(), dk.ld(s)};
+        head_backward(s, probs_p + bh * T * T, mask.of(bh, T, st, drawn.data_ptr<float>()), dp_rows.data_ptr<float>(),
+                      mask.any() ? dropped.data_ptr<float>() : nullptr, st, g, h == h0 ? 0.f : 1.f);
+        dq.finish(s);
       }
-      // dPd = dY V^T, the visible keys only (row block [i0, i1): columns [start_i0, i1)).
-      for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
-        const int64_t i1 = std::min(T, i0 + kRowBlock), c0 = st.of(i0);
-        gemm(false, true, i1 - i0, i1 - c0, s.D, 1.f, gy.p + i0 * gy.ld, gy.ld, v.p + c0 * v.ld, v.ld, 0.f,
-             dp + i0 * T + c0, T);
-      }
-      lower_transposed_times(s, pd, gy.p, gy.ld, dv.p(), dv.ld(s), st);  // dV = Pd^T dY
-      softmax_backward_rows(dp, p, m, T, scale, st);                    // dP -> dS
-      lower_times(s, dp, k.p, k.ld, dq.p(), dq.ld(s), st);              // dQ = dS K
-      lower_transposed_times(s, dp, q.p, q.ld, dk.p(), dk.ld(s), st);   // dK = dS^T Q
-      for (const HeadOut<scalar_t>* g : {&dq, &dk, &dv}) g->finish(s);
+      dk.finish(s);
+      dv.finish(s);
     }
   });
 }
@@ -299,14 +329,14 @@ using torch::autograd::variable_list;
 struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
   // The mask and its draws are passed by pointer: they need no gradient and may be absent.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv_in, const at::Tensor* mask_in,
-                            const DropoutDraws* draws, const at::Tensor* starts_in) {
+                            const DropoutDraws* draws, const at::Tensor* starts_in, int64_t kv_heads) {
     const at::Tensor qkv = qkv_in.contiguous();
     const at::Tensor mask = mask_in->defined() ? mask_in->contiguous() : at::Tensor();
     const at::Tensor starts = starts_in->defined() ? starts_in->contiguous() : at::Tensor();  // (B, T)
     const int64_t* starts_p = starts.defined() ? starts.const_data_ptr<int64_t>() : nullptr;
     const HeadMask head_mask{mask.defined() ? mask.const_data_ptr<float>() : nullptr,
                              draws->defined() ? draws : nullptr};
-    const Shape s = shape_of(qkv);
+    const Shape s = shape_of(qkv, kv_heads);
     at::Tensor probs = at::empty({s.B, s.H, s.T, s.T}, qkv.options().dtype(at::kFloat));  // (B, H, T, T)
     at::Tensor y = at::empty({s.B, s.T, s.H, s.D}, qkv.options());                        // (B, T, H, D)
     if (qkv.scalar_type() == at::kBFloat16)
@@ -319,6 +349,7 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     if (mask.defined()) ctx->saved_data["mask"] = mask;
     if (draws->defined()) ctx->saved_data["draws"] = draws->to_ints();  // drawn again, not kept
     if (starts.defined()) ctx->saved_data["starts"] = starts;
+    ctx->saved_data["kv_heads"] = kv_heads;
     return y;
   }
 
@@ -334,7 +365,7 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
                              draws.defined() ? &draws : nullptr};
     const at::Tensor starts = ctx->saved_data.count("starts") ? ctx->saved_data["starts"].toTensor() : at::Tensor();
     const int64_t* starts_p = starts.defined() ? starts.const_data_ptr<int64_t>() : nullptr;
-    const Shape s = shape_of(qkv);
+    const Shape s = shape_of(qkv, ctx->saved_data["kv_heads"].toInt());
     at::Tensor grad_qkv = at::empty_like(qkv);  // every element written
     if (qkv.scalar_type() == at::kBFloat16)
       attention_backward(s, qkv.const_data_ptr<c10::BFloat16>(), probs.const_data_ptr<float>(), head_mask, starts_p,
@@ -342,7 +373,7 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
     else
       attention_backward(s, qkv.const_data_ptr<float>(), probs.const_data_ptr<float>(), head_mask, starts_p,
                          grad_y.const_data_ptr<float>(), grad_qkv.data_ptr<float>());
-    return {grad_qkv, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {grad_qkv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -371,7 +402,7 @@ at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropo
               qkv.sizes().vec(), dropout_mask.defined() ? dropout_mask.sizes().vec() : std::vector<int64_t>{},
               document_starts.defined() ? document_starts.sizes().vec() : std::vector<int64_t>{});
   const DropoutDraws none;
-  return FusedCausalAttention::apply(qkv, &dropout_mask, &none, &document_starts);
+  return FusedCausalAttention::apply(qkv, &dropout_mask, &none, &document_starts, qkv.dim() == 5 ? qkv.size(3) : 0);
 }
 
 at::Tensor fused_causal_attention(const at::Tensor& qkv, const DropoutDraws& dropout,
@@ -382,7 +413,33 @@ at::Tensor fused_causal_attention(const at::Tensor& qkv, const DropoutDraws& dro
   SPMD_ASSERT(!dropout.defined() || dropout.shape == probs_shape,
               "fused_causal_attention: dropout draws for a block {} with qkv {}", dropout.shape, qkv.sizes().vec());
   const at::Tensor no_mask;
-  return FusedCausalAttention::apply(qkv, &no_mask, &dropout, &document_starts);
+  return FusedCausalAttention::apply(qkv, &no_mask, &dropout, &document_starts, qkv.size(3));
+}
+
+bool fused_grouped_attention_supports(const at::Tensor& packed, int64_t kv_heads, const at::Tensor& document_starts) {
+  const bool packed_ok = packed.dim() == 4 && packed.device().is_cpu() && kv_heads > 0 &&
+                         (packed.scalar_type() == at::kFloat || packed.scalar_type() == at::kBFloat16);
+  if (!packed_ok) return false;
+  const int64_t H = packed.size(2) - 2 * kv_heads;
+  const bool starts_ok = !document_starts.defined() ||
+                         (document_starts.device().is_cpu() && document_starts.scalar_type() == at::kLong &&
+                          document_starts.sizes() == at::IntArrayRef{packed.size(0), packed.size(1)});
+  return H > 0 && H % kv_heads == 0 && starts_ok;
+}
+
+at::Tensor fused_grouped_attention(const at::Tensor& packed, int64_t kv_heads, const DropoutDraws& dropout,
+                                   const at::Tensor& document_starts) {
+  SPMD_ASSERT(fused_grouped_attention_supports(packed, kv_heads, document_starts),
+              "fused_grouped_attention: needs float32 or bf16 (B, T, H + 2 Hkv, D) with H a multiple of Hkv = {} on "
+              "CPU and int64 document starts (B, T), got {}",
+              kv_heads, packed.sizes().vec());
+  const int64_t H = packed.size(2) - 2 * kv_heads;
+  const std::vector<int64_t> probs_shape{packed.size(0), H, packed.size(1), packed.size(1)};  // (B, H, T, T)
+  SPMD_ASSERT(!dropout.defined() || dropout.shape == probs_shape,
+              "fused_grouped_attention: dropout draws for a block {} with packed qkv {}", dropout.shape,
+              packed.sizes().vec());
+  const at::Tensor no_mask;
+  return FusedCausalAttention::apply(packed, &no_mask, &dropout, &document_starts, kv_heads);
 }
 
 }  // namespace spmd::kernels::cpu

@@ -33,4 +33,14 @@ at::Tensor fused_causal_attention(const at::Tensor& qkv, const at::Tensor& dropo
 at::Tensor fused_causal_attention(const at::Tensor& qkv, const DropoutDraws& dropout,
                                   const at::Tensor& document_starts = at::Tensor());
 
+// Grouped-query attention on the packed layout (B, T, H + 2 Hkv, D): H query heads, then Hkv key
+// heads, then Hkv value heads (kernels/cpu/fused_rotary.h writes it); query head h reads key/value
+// head h / (H / Hkv), which is never repeated: its gradient sums its query heads' in one buffer.
+// The same kernel as above (Hkv = H is the (B, T, 3, H, D) layout); dropout draws are a
+// (B, H, T, T) block. y: (B, T, H, D).
+bool fused_grouped_attention_supports(const at::Tensor& packed, int64_t kv_heads,
+                                      const at::Tensor& document_starts = at::Tensor());
+at::Tensor fused_grouped_attention(const at::Tensor& packed, int64_t kv_heads, const DropoutDraws& dropout,
+                                   const at::Tensor& document_starts = at::Tensor());
+
 }  // namespace spmd::kernels::cpu

@@ -1,0 +1,132 @@
+// SwiGLU, y = g s u with s = sigmoid(g) = 1 / (1 + exp(-g)) (one exp_approx per element), and back:
+// dg = dy u s (1 + g (1 - s)), du = dy g s. bf16 storage is widened to float32 and rounded on the
+// way out (to nearest even).
+#include "kernels/cpu/fused_swiglu.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "util/error.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+#include "kernels/cpu/vector_math.h"
+
+namespace spmd::kernels::cpu {
+
+namespace {
+
+inline float widen(float v) { return v; }
+inline float widen(uint16_t v) { return vecmath::bf16_to_float(v); }
+template <typename T>
+inline T narrow_to(float v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else return vecmath::float_to_bf16(v);
+}
+inline float sigmoid_of(float g) { return 1.0f / (1.0f + vecmath::exp_approx(-g)); }
+
+template <typename T>
+__attribute__((always_inline)) inline void swiglu_span_of(const T* g, const T* u, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gf = widen(g[i]);
+    y[i] = narrow_to<T>(gf * sigmoid_of(gf) * widen(u[i]));
+  }
+}
+template <typename T>
+__attribute__((always_inline)) inline void swiglu_backward_span_of(const T* g, const T* u, const T* dy, T* dg, T* du,
+                                                                   int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gf = widen(g[i]), uf = widen(u[i]), d = widen(dy[i]);
+    const float s = sigmoid_of(gf);
+    dg[i] = narrow_to<T>(d * uf * s * (1.0f + gf * (1.0f - s)));
+    du[i] = narrow_to<T>(d * gf * s);
+  }
+}
+// One clone set per storage type (target_clones does not take templates).
+SPMD_VECTOR_CLONES void swiglu_span(const float* g, const float* u, float* y, int64_t n) { swiglu_span_of(g, u, y, n); }
+SPMD_VECTOR_CLONES void swiglu_span(const uint16_t* g, const uint16_t* u, uint16_t* y, int64_t n) {
+  swiglu_span_of(g, u, y, n);
+}
+SPMD_VECTOR_CLONES void swiglu_backward_span(const float* g, const float* u, const float* dy, float* dg, float* du,
+                                             int64_t n) {
+  swiglu_backward_span_of(g, u, dy, dg, du, n);
+}
+SPMD_VECTOR_CLONES void swiglu_backward_span(const uint16_t* g, const uint16_t* u, const uint16_t* dy, uint16_t* dg,
+                                             uint16_t* du, int64_t n) {
+  swiglu_backward_span_of(g, u, dy, dg, du, n);
+}
+
+template <typename T>
+T* elements_of(const at::Tensor& t) {
+  if constexpr (std::is_same_v<T, float>) return t.data_ptr<float>();
+  else return reinterpret_cast<T*>(t.data_ptr<at::BFloat16>());
+}
+
+// Elements per task: about at::internal::GRAIN_SIZE.
+constexpr int64_t kSwigluGrain = 32768;
+
+template <typename T>
+void forward_into(const at::Tensor& g, const at::Tensor& u, at::Tensor& y) {
+  const T *g_p = elements_of<T>(g), *u_p = elements_of<T>(u);
+  T* y_p = elements_of<T>(y);
+  at::parallel_for(0, g.numel(), kSwigluGrain,
+                   [&](int64_t b, int64_t e) { swiglu_span(g_p + b, u_p + b, y_p + b, e - b); });
+}
+template <typename T>
+void backward_into(const at::Tensor& g, const at::Tensor& u, const at::Tensor& dy, at::Tensor& dg, at::Tensor& du) {
+  const T *g_p = elements_of<T>(g), *u_p = elements_of<T>(u), *dy_p = elements_of<T>(dy);
+  T *dg_p = elements_of<T>(dg), *du_p = elements_of<T>(du);
+  at::parallel_for(0, g.numel(), kSwigluGrain, [&](int64_t b, int64_t e) {
+    swiglu_backward_span(g_p + b, u_p + b, dy_p + b, dg_p + b, du_p + b, e - b);
+  });
+}
+
+at::Tensor swiglu_values(const at::Tensor& g, const at::Tensor& u) {
+  at::Tensor y = at::empty_like(g);
+  if (g.scalar_type() == at::kBFloat16) forward_into<uint16_t>(g, u, y);
+  else forward_into<float>(g, u, y);
+  return y;
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct FusedSwiGlu : torch::autograd::Function<FusedSwiGlu> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
+    const at::Tensor g = gate.contiguous(), u = up.contiguous();
+    ctx->save_for_backward({g, u});
+    return swiglu_values(g, u);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &g = saved[0], &u = saved[1];
+    const at::Tensor dy = grads[0].to(g.scalar_type()).contiguous();
+    at::Tensor dg = at::empty_like(g), du = at::empty_like(u);
+    if (g.scalar_type() == at::kBFloat16) backward_into<uint16_t>(g, u, dy, dg, du);
+    else backward_into<float>(g, u, dy, dg, du);
+    return {dg, du};
+  }
+};
+
+}  // namespace
+
+bool fused_swiglu_supports(const at::Tensor& gate, const at::Tensor& up) {
+  return gate.device().is_cpu() && up.device().is_cpu() && gate.scalar_type() == up.scalar_type() &&
+         (gate.scalar_type() == at::kFloat || gate.scalar_type() == at::kBFloat16) && gate.sizes() == up.sizes();
+}
+
+at::Tensor fused_swiglu(const at::Tensor& gate, const at::Tensor& up) {
+  SPMD_ASSERT(fused_swiglu_supports(gate, up), "fused_swiglu: needs float32 or bf16 gate and up of one shape on CPU, got {} and {}",
+              gate.sizes().vec(), up.sizes().vec());
+  if (at::GradMode::is_enabled() && (gate.requires_grad() || up.requires_grad())) return FusedSwiGlu::apply(gate, up);
+  return swiglu_values(gate.contiguous(), up.contiguous());  // inference: no node, nothing kept
+}
+
+}  // namespace spmd::kernels::cpu
