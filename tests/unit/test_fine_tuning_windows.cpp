@@ -106,7 +106,7 @@ TEST_CASE("fine-tuning windows: pretraining data has no step_targets, and packed
   CHECK(count_targets(b.targets) == static_cast<int64_t>(b.targets.size()));
 }
 
-TEST_CASE("fine-tuning loss: positions / step targets times each microbatch's mean is the targets' mean; a mean of microbatch means is not") {
+TEST_CASE("fine-tuning loss: positions / step targets times each microbatch's mean is the targets' mean, and a mean of microbatch means is not") {
   // Token losses of an unbalanced step: microbatch 0 holds one long, well-learned answer (many
   // targets of low loss), microbatch 1 a few short answers of high loss.
   const int64_t positions = 16;  // per microbatch
