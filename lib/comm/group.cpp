@@ -15,14 +15,15 @@ namespace spmd {
 
 namespace {
 std::atomic<int64_t> g_collective_ns{0};
-std::atomic<int64_t> g_all_reduces{0}, g_all_gathers{0}, g_reduce_scatters{0}, g_broadcasts{0}, g_sends{0}, g_receives{0};
+std::atomic<int64_t> g_all_reduces{0}, g_all_gathers{0}, g_reduce_scatters{0}, g_broadcasts{0}, g_sends{0}, g_receives{0},
+    g_all_to_alls{0};
 }  // namespace
 
 int64_t collective_time_ns() { return g_collective_ns.load(); }
 
 CollectiveCounts collective_counts() {
-  return {g_all_reduces.load(), g_all_gathers.load(), g_reduce_scatters.load(),
-          g_broadcasts.load(), g_sends.load(),       g_receives.load()};
+  return {g_all_reduces.load(), g_all_gathers.load(), g_reduce_scatters.load(), g_broadcasts.load(),
+          g_sends.load(),       g_receives.load(),    g_all_to_alls.load()};
 }
 
 Group::Group(c10::intrusive_ptr<c10d::Backend> backend, std::string kind, int rank, int size, std::string name,
@@ -125,6 +126,26 @@ at::Tensor PendingGather::wait() {
   per_member[0] /= members_;
   per_member.insert(per_member.begin(), members_);
   return stacked.view(per_member).movedim(0, dim_).flatten(dim_, dim_ + 1);
+}
+
+at::Tensor Group::all_to_all_rows(const at::Tensor& input, const std::vector<int64_t>& send_counts,
+                                  const std::vector<int64_t>& receive_counts) const {
+  SPMD_ASSERT(static_cast<int>(send_counts.size()) == size_ && static_cast<int>(receive_counts.size()) == size_,
+              "all-to-all over group '{}' ({} ranks) with {} send and {} receive counts", name_, size_,
+              send_counts.size(), receive_counts.size());
+  if (size_ == 1) return input;
+  int64_t rows = 0;
+  for (int64_t c : receive_counts) rows += c;
+  std::vector<int64_t> shape = input.sizes().vec();
+  shape[0] = rows;
+  const at::Tensor in = input.contiguous();
+  at::Tensor output = at::empty(shape, in.options());
+  // The backends take the splits in rows of dim 0.
+  std::vector<int64_t> out_splits = receive_counts, in_splits = send_counts;
+  ++g_all_to_alls;
+  wait("all-to-all", backend_->alltoall_base(output, const_cast<at::Tensor&>(in), out_splits, in_splits,
+                                             c10d::AllToAllOptions{}));
+  return output;
 }
 
 at::Tensor Group::reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) const {

@@ -22,7 +22,8 @@ int64_t collective_time_ns();
 // Collectives this process has started (all groups of more than one member), by kind: facts for
 // summary.json (how many a step issues), read as differences.
 struct CollectiveCounts {
-  int64_t all_reduces = 0, all_gathers = 0, reduce_scatters = 0, broadcasts = 0, sends = 0, receives = 0;
+  int64_t all_reduces = 0, all_gathers = 0, reduce_scatters = 0, broadcasts = 0, sends = 0, receives = 0,
+          all_to_alls = 0;
 };
 CollectiveCounts collective_counts();
 
@@ -87,6 +88,10 @@ class Group {
   PendingGather all_gather_async(const at::Tensor& tensor, int64_t dim) const;
   // Sum over members, then this member's chunk along `dim`.
   at::Tensor reduce_scatter_sum(const at::Tensor& tensor, int64_t dim) const;
+  // Rows of `input` (contiguous, dim 0) in member order, send_counts[j] of them to member j;
+  // returns the rows received, receive_counts[j] from member j, in member order.
+  at::Tensor all_to_all_rows(const at::Tensor& input, const std::vector<int64_t>& send_counts,
+                             const std::vector<int64_t>& receive_counts) const;
   void broadcast(at::Tensor& tensor, int root) const;
   void barrier() const;
   // Point to point with member `peer` (its rank in this group); a send and a receive match by

@@ -82,6 +82,58 @@ Field<ModelConfig> positive_if_given(const std::string& key, int64_t ModelConfig
   return f;
 }
 
+// model.moe.mlp_only_layers: a list of distinct layer indices (checked against n_layer after reading).
+Field<MoeConfig> mlp_only_layers_field() {
+  const std::string key = "mlp_only_layers";
+  auto read = [key](const MapReader& r, MoeConfig& m) {
+    if (!r.has(key) || r.get(key).IsNull()) return;
+    const YAML::Node list = r.get(key);
+    r.check(key, list.IsSequence(), "expected a list of layer indices, e.g. [0, 3]");
+    m.mlp_only_layers.clear();
+    for (size_t i = 0; i < list.size(); ++i) {
+      const double v = yaml_double(r.doc(), list[i], r.item_path(key, i), r.item_mark(key, i));
+      r.check_item(key, i, v >= 0 && v == std::floor(v) && v <= static_cast<double>(kMaxLayers),
+                   "expected a layer index (a non-negative integer)");
+      m.mlp_only_layers.push_back(static_cast<int64_t>(v));
+    }
+  };
+  auto emit = [key](YAML::Emitter& out, const MoeConfig& m) {
+    if (m.mlp_only_layers.empty()) return;
+    out << YAML::Key << key << YAML::Value << YAML::Flow << m.mlp_only_layers;
+  };
+  return {key, read, emit};
+}
+
+const Section<MoeConfig>& moe_section() {
+  using M = MoeConfig;
+  static const Section<M> section{"moe", {
+      at_least("num_experts", &M::num_experts, 0),
+      positive("num_experts_per_tok", &M::num_experts_per_tok),
+      at_least("moe_intermediate_size", &M::moe_intermediate_size, 0),
+      plain("norm_topk_prob", &M::norm_topk_prob),
+      non_negative("router_aux_loss_coef", &M::router_aux_loss_coef),
+      mlp_only_layers_field(),
+      positive("decoder_sparse_step", &M::decoder_sparse_step),
+      at_least("shared_expert_intermediate_size", &M::shared_expert_intermediate_size, 0),
+      checked("expert_bias_update_rate", &M::expert_bias_update_rate,
+              [](double v) { return v >= 0 && std::isfinite(v); }, "expected a non-negative number"),
+  }};
+  return section;
+}
+
+// model.moe: a nested map read by moe_section; emitted only for a model with experts.
+Field<ModelConfig> moe_field() {
+  auto read = [](const MapReader& r, ModelConfig& m) {
+    if (!r.has("moe") || r.get("moe").IsNull()) return;
+    r.check("moe", r.get("moe").IsMap(), "expected a map of expert settings (docs/experts.md)");
+    moe_section().read(r, m.moe);
+  };
+  auto emit = [](YAML::Emitter& out, const ModelConfig& m) {
+    if (m.moe.enabled()) moe_section().emit(out, m.moe);
+  };
+  return {"moe", read, emit};
+}
+
 const Section<ModelConfig>& model_section() {
   using M = ModelConfig;
   auto llama = [](const M& m) { return m.arch == ModelArch::kLlama; };
@@ -105,6 +157,8 @@ const Section<ModelConfig>& model_section() {
               "expected a number above 1").emitted_if(llama),
       rope_scaling_field().emitted_if([](const M& m) { return m.rope_scaling.factor > 0; }),
       plain("tie_embeddings", &M::tie_embeddings).emitted_if(llama),
+      plain("qk_norm", &M::qk_norm).emitted_if([](const M& m) { return m.qk_norm; }),
+      moe_field(),
   }};
   return section;
 }
@@ -453,6 +507,21 @@ std::vector<ShardingRule> read_sharding_rules(const MapReader& top, const MeshCo
   return rules;
 }
 
+// model.moe's rules that involve the rest of the model.
+void check_moe(const MapReader& model, const ModelConfig& m) {
+  const MoeConfig& e = m.moe;
+  if (!e.enabled()) return;
+  const MapReader r = moe_section().reader(model);
+  r.check("num_experts_per_tok", e.num_experts_per_tok <= e.num_experts,
+          fmt::format("{} is more than model.moe.num_experts = {}: each token reaches k distinct experts",
+                      e.num_experts_per_tok, e.num_experts));
+  for (size_t i = 0; i < e.mlp_only_layers.size(); ++i)
+    r.check("mlp_only_layers", e.mlp_only_layers[i] < m.n_layer,
+            fmt::format("layer {} does not exist: model.n_layer = {}", e.mlp_only_layers[i], m.n_layer));
+  r.check("num_experts", !m.sparse_layers().empty(),
+          "no layer is sparse: mlp_only_layers and decoder_sparse_step leave every layer dense");
+}
+
 ModelConfig read_model(const MapReader& top) {
   ModelConfig m;
   MapReader r = model_section().read(top, m);
@@ -470,9 +539,10 @@ ModelConfig read_model(const MapReader& top) {
             fmt::format("expected a divisor of model.n_head = {} (each key/value head serves n_head / n_kv_head "
                         "query heads)",
                         m.n_head));
+    check_moe(r, m);
   } else {
     for (const char* key : {"n_kv_head", "intermediate_size", "rms_norm_eps", "rope_theta", "rope_scaling",
-                            "tie_embeddings"})
+                            "tie_embeddings", "qk_norm", "moe"})
       if (r.has(key))
         r.fail(key, fmt::format("is a llama key (model.arch: llama); model.arch is {}", name_of(m.arch)));
   }
@@ -576,6 +646,27 @@ bool MuonConfig::operator==(const MuonConfig& o) const {
   return lr == o.lr && weight_decay == o.weight_decay && momentum == o.momentum && nesterov == o.nesterov &&
          ns_steps == o.ns_steps && ns_coefficients == o.ns_coefficients && eps == o.eps &&
          adjust_lr_fn == o.adjust_lr_fn && ns_dtype == o.ns_dtype;
+}
+
+bool MoeConfig::operator==(const MoeConfig& o) const {
+  return num_experts == o.num_experts && num_experts_per_tok == o.num_experts_per_tok &&
+         moe_intermediate_size == o.moe_intermediate_size && norm_topk_prob == o.norm_topk_prob &&
+         router_aux_loss_coef == o.router_aux_loss_coef && mlp_only_layers == o.mlp_only_layers &&
+         decoder_sparse_step == o.decoder_sparse_step &&
+         shared_expert_intermediate_size == o.shared_expert_intermediate_size &&
+         expert_bias_update_rate == o.expert_bias_update_rate;
+}
+
+bool MoeConfig::sparse_layer(int64_t layer) const {
+  if (!enabled() || (layer + 1) % decoder_sparse_step != 0) return false;
+  return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end();
+}
+
+std::vector<int64_t> ModelConfig::sparse_layers() const {
+  std::vector<int64_t> layers;
+  for (int64_t l = 0; l < n_layer; ++l)
+    if (moe.sparse_layer(l)) layers.push_back(l);
+  return layers;
 }
 
 std::string to_yaml(const Config& c) {

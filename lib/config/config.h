@@ -25,6 +25,27 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;
 };
 
+// model.moe: routed experts in the Llama family's MLPs (docs/experts.md), the keys spelled as a
+// Hugging Face config.json spells them. num_experts 0: a dense model.
+struct MoeConfig {
+  int64_t num_experts = 0;                  // routed experts per sparse layer
+  int64_t num_experts_per_tok = 2;          // k: the experts each token reaches (top-k)
+  int64_t moe_intermediate_size = 0;        // each expert's SwiGLU width; 0: model.intermediate_size
+  bool norm_topk_prob = false;              // renormalise the k weights to sum 1 (Mixtral: always)
+  double router_aux_loss_coef = 0.001;      // the load-balancing loss's weight in the training loss; 0: off
+  std::vector<int64_t> mlp_only_layers;     // layers that keep the dense MLP
+  int64_t decoder_sparse_step = 1;          // layer l is sparse when (l + 1) % step == 0 (and not mlp-only)
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE's shared expert beside the routed ones; 0: none
+  // DeepSeek-V3's auxiliary-loss-free balancing: each expert's bias, added to the scores for the
+  // choice only, moves by this much after each step toward the global mean load; 0: off.
+  double expert_bias_update_rate = 0;
+
+  bool enabled() const { return num_experts > 0; }
+  int64_t expert_size(int64_t dense_size) const { return moe_intermediate_size > 0 ? moe_intermediate_size : dense_size; }
+  bool sparse_layer(int64_t layer) const;
+  bool operator==(const MoeConfig& other) const;
+};
+
 struct ModelConfig {
   // The family (docs/models.md): gpt2 (learned positions, LayerNorm, GELU MLP, tied head) or llama
   // (rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention, no biases).
@@ -46,10 +67,15 @@ struct ModelConfig {
   double rope_theta = 10000;
   RopeScaling rope_scaling;
   bool tie_embeddings = true;     // the head is wte (gpt2 always; llama's default is false: lm_head)
+  bool qk_norm = false;           // RMSNorm of each query and key head before the rotation (Qwen3)
+  MoeConfig moe;                  // routed experts (llama only)
 
   int64_t head_dim() const { return n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t mlp_size() const { return intermediate_size > 0 ? intermediate_size : 4 * n_embd; }
+  int64_t expert_mlp_size() const { return moe.expert_size(mlp_size()); }
+  // Layers whose MLP is the routed experts, in order.
+  std::vector<int64_t> sparse_layers() const;
 };
 
 // One corpus of a weighted blend (data.sources; docs/data-blends.md).

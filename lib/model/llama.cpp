@@ -8,6 +8,7 @@
 
 #include "model/grouped_query.h"
 #include "model/rope.h"
+#include "model/sparse_mlp.h"
 
 namespace spmd {
 
@@ -19,6 +20,10 @@ at::Tensor Llama::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, b
   at::Tensor q = ops.dense(x, p + ".q.weight", "", 1);  // (B, T, H, D)
   at::Tensor k = ops.dense(x, p + ".k.weight", "", 1);  // (B, T, Hkv, D)
   at::Tensor v = ops.dense(x, p + ".v.weight", "", 1);
+  if (config_.qk_norm) {  // Qwen3: each query and key head RMS-normed before the rotation
+    q = ops.rms_norm(q, p + ".q_norm.weight", config_.rms_norm_eps);
+    k = ops.rms_norm(k, p + ".k_norm.weight", config_.rms_norm_eps);
+  }
   // Each position rotated by its true place: context-parallel chunks and packed documents too.
   const RopeAngles angles =
       rope_angles(ops.positions(q.size(1), cache ? cache->length : 0, document_starts), inverse_frequencies_);
@@ -40,8 +45,13 @@ at::Tensor Llama::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, b
 
 at::Tensor Llama::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training) const {
   const std::string p = fmt::format("h.{}.mlp", layer);
-  const at::Tensor h = ops.swiglu(ops.dense(x, p + ".gate.weight", "", 1), ops.dense(x, p + ".up.weight", "", 1));
-  at::Tensor y = ops.dense(h, p + ".down.weight", "", 1);  // (B, T, C)
+  at::Tensor y;  // (B, T, C)
+  if (config_.moe.sparse_layer(layer)) {
+    y = sparse_mlp(config_, x, layer, ops);
+  } else {
+    const at::Tensor h = ops.swiglu(ops.dense(x, p + ".gate.weight", "", 1), ops.dense(x, p + ".up.weight", "", 1));
+    y = ops.dense(h, p + ".down.weight", "", 1);
+  }
   if (training && config_.dropout > 0) y = ops.dropout(y, p + ".resid_dropout", kResidualAxes);
   return y;
 }

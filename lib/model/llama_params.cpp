@@ -9,6 +9,36 @@
 
 namespace spmd {
 
+namespace {
+// A sparse layer's MLP (docs/experts.md): the router (embed -> one logit per expert; the expert
+// dim never sharded), the E experts' SwiGLU weights stacked on a leading `expert` dim, and
+// optionally a shared expert with its sigmoid gate (Qwen2-MoE).
+void add_expert_params(std::vector<ParamInfo>& table, const ModelConfig& c, const std::string& p,
+                       double residual_std) {
+  const int64_t C = c.n_embd, E = c.moe.num_experts, I = c.expert_mlp_size();
+  auto add = [&](std::string name, std::vector<int64_t> shape, std::vector<std::string> logical, double std,
+                 int64_t input_dims) {
+    table.push_back({std::move(name), std::move(shape), std::move(logical), ParamInit::kNormal, std, true, input_dims});
+  };
+  add(p + ".router.weight", {C, E}, {"embed", ""}, 0.02, 1);
+  table.back().per_position = true;  // computed on each rank's own positions (sequence parallelism)
+  add(p + ".experts.gate", {E, C, I}, {"expert", "embed", "mlp"}, 0.02, 0);
+  add(p + ".experts.up", {E, C, I}, {"expert", "embed", "mlp"}, 0.02, 0);
+  add(p + ".experts.down", {E, I, C}, {"expert", "mlp", "embed"}, residual_std, 0);
+  if (c.moe.expert_bias_update_rate > 0) {  // moved by the step's loads, not by gradients
+    table.push_back({p + ".router.choice_bias", {E}, {""}, ParamInit::kZeros, 0.0, false, 0});
+    table.back().trained = false;
+  }
+  const int64_t S = c.moe.shared_expert_intermediate_size;
+  if (S == 0) return;
+  add(p + ".shared.gate.weight", {C, S}, {"embed", "mlp"}, 0.02, 1);
+  add(p + ".shared.up.weight", {C, S}, {"embed", "mlp"}, 0.02, 1);
+  add(p + ".shared.down.weight", {S, C}, {"mlp", "embed"}, residual_std, 1);
+  add(p + ".shared_gate.weight", {C, 1}, {"embed", ""}, 0.02, 1);
+  table.back().per_position = true;
+}
+}  // namespace
+
 std::vector<ParamInfo> llama_param_table(const ModelConfig& c, int64_t padded_vocab) {
   const int64_t C = c.n_embd, H = c.n_head, Hkv = c.kv_heads(), D = c.head_dim(), F = c.mlp_size();
   // Residual projections scaled by 1/sqrt(2 * n_layer), as GPT-2's.
@@ -40,10 +70,20 @@ std::vector<ParamInfo> llama_param_table(const ModelConfig& c, int64_t padded_vo
     add(h + ".attn.k.weight", {C, Hkv, D}, {"embed", "heads", "kv"}, ParamInit::kNormal, 0.02, 1);
     add(h + ".attn.v.weight", {C, Hkv, D}, {"embed", "heads", "kv"}, ParamInit::kNormal, 0.02, 1);
     add(h + ".attn.o.weight", {H, D, C}, {"heads", "kv", "embed"}, ParamInit::kNormal, residual_std, 2);
+    if (c.qk_norm) {  // one scale per head channel, shared by every head (Qwen3's q_norm, k_norm)
+      add(h + ".attn.q_norm.weight", {D}, {"kv"}, ParamInit::kOnes);
+      table.back().per_head = true;
+      add(h + ".attn.k_norm.weight", {D}, {"kv"}, ParamInit::kOnes);
+      table.back().per_head = true;
+    }
     rms_norm(h + ".mlp_norm.weight");
-    add(h + ".mlp.gate.weight", {C, F}, {"embed", "mlp"}, ParamInit::kNormal, 0.02, 1);
-    add(h + ".mlp.up.weight", {C, F}, {"embed", "mlp"}, ParamInit::kNormal, 0.02, 1);
-    add(h + ".mlp.down.weight", {F, C}, {"mlp", "embed"}, ParamInit::kNormal, residual_std, 1);
+    if (c.moe.sparse_layer(l)) {
+      add_expert_params(table, c, h + ".moe", residual_std);
+    } else {
+      add(h + ".mlp.gate.weight", {C, F}, {"embed", "mlp"}, ParamInit::kNormal, 0.02, 1);
+      add(h + ".mlp.up.weight", {C, F}, {"embed", "mlp"}, ParamInit::kNormal, 0.02, 1);
+      add(h + ".mlp.down.weight", {F, C}, {"mlp", "embed"}, ParamInit::kNormal, residual_std, 1);
+    }
     for (size_t i = first; i < table.size(); ++i) table[i].layer = l;
   }
   rms_norm("ln_f.weight");
@@ -67,6 +107,12 @@ std::vector<SizeSource> llama_size_sources(const ModelConfig& c) {
        [H](int64_t v) { return H % v == 0 ? v : int64_t{-1}; }, fmt::format("a divisor of model.n_head = {}", H)},
       {"embed", "model.n_embd", "model.n_embd", C, [H](int64_t v) { return v % H == 0 ? v : int64_t{-1}; }, keep},
       {"mlp", "model.intermediate_size", "model.intermediate_size", c.mlp_size(), [](int64_t v) { return v; }, ""},
+      {"mlp", "model.moe.moe_intermediate_size", "model.moe.moe_intermediate_size", c.expert_mlp_size(),
+       [](int64_t v) { return v; }, ""},
+      {"mlp", "model.moe.shared_expert_intermediate_size", "model.moe.shared_expert_intermediate_size",
+       c.moe.shared_expert_intermediate_size, [](int64_t v) { return v; }, ""},
+      {"expert", "model.moe.num_experts", "model.moe.num_experts", c.moe.num_experts, [](int64_t v) { return v; },
+       fmt::format("at least model.moe.num_experts_per_tok = {}", c.moe.num_experts_per_tok)},
       {"kv", "model.n_embd", "model.n_embd / model.n_head", C,
        [H](int64_t v) { return v % H == 0 ? v / H : int64_t{-1}; }, keep},
       {"seq", "model.block_size", "model.block_size", c.block_size, [](int64_t v) { return v; }, ""},

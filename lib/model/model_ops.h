@@ -97,6 +97,23 @@ class ModelOps {
   // Llama's SwiGLU: silu(gate) * up, in the inputs' dtype (bf16 between bf16 matmuls).
   virtual at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) = 0;
 
+  // A sparse layer's routed experts (docs/experts.md): each token of x (B, T, C) (the matmul
+  // operand dtype) goes to the experts in `choice` (B, T, k) int64, and their outputs are summed
+  // with `weights` (B, T, k) float32 -> (B, T, C) float32. The experts are SwiGLUs stacked on a
+  // leading `expert` dim: `prefix`.gate and .up (E, C, I), .down (E, I, C). By default the experts
+  // this process holds, rows grouped by expert (one product each); the runtime sends each token to
+  // the rank holding its expert and back.
+  virtual at::Tensor routed_experts(const at::Tensor& x, const at::Tensor& choice, const at::Tensor& weights,
+                                    const std::string& prefix);
+
+  // The load-balancing loss's hook for sparse layer `layer`: records its routing (probs (N, E)
+  // float32, choice (N, k)) and returns y, through whose backward the balancing loss's gradient
+  // reaches the router. By default y as it is (evaluation, sampling: no balancing loss).
+  virtual at::Tensor balance_experts(const at::Tensor& y, int64_t /*layer*/, const at::Tensor& /*probs*/,
+                                     const at::Tensor& /*choice*/) {
+    return y;
+  }
+
   // GPT-2's tanh-approximate GELU of h + the named bias ("" for none) over h's last dim.
   virtual at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) = 0;
 

@@ -33,11 +33,18 @@ struct ParamInfo {
   // Applied position by position to the residual stream (LayerNorm scales and shifts, the biases
   // added to it): where the stream is split along the sequence, each split sees only its positions.
   bool per_position = false;
+  // Applied to every attention head alike (Qwen3's per-head query/key norms): where the heads are
+  // split, each split's gradient is a partial sum over its heads.
+  bool per_head = false;
+  // false: not the optimizer's to update but set by a rule after each step (the experts' choice
+  // bias of auxiliary-loss-free balancing, docs/experts.md).
+  bool trained = true;
 };
 
 // Logical axis vocabulary of the models (activations and parameters); every family uses these.
 inline const std::vector<std::string>& model_logical_names() {
-  static const std::vector<std::string> names{"batch", "seq", "vocab", "embed", "heads", "kv", "mlp", "layers"};
+  static const std::vector<std::string> names{"batch", "seq", "vocab", "embed", "heads", "kv", "mlp", "layers",
+                                              "expert"};
   return names;
 }
 

@@ -30,8 +30,8 @@ std::string lines_up_to_step(const std::string& path, int64_t done) {
 }
 
 // The metrics.jsonl keys that TensorBoard shows as scalars (tags of the same names), besides the
-// benchmark scores eval/<task>/<metric> and a blend's val_loss/<source>.
-const char* const kScalarKeys[] = {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms"};
+// benchmark scores eval/<task>/<metric>, a blend's val_loss/<source> and experts/layerN/load_*.
+const char* const kScalarKeys[] = {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "aux_loss"};
 
 bool is_eval_key(const std::string& key) { return key.rfind("eval/", 0) == 0; }
 }  // namespace
@@ -60,8 +60,9 @@ void MetricsLog::write(const nlohmann::json& record) {
   bool scored = false;
   for (const auto& [key, value] : record.items())
     if (is_eval_key(key) && value.is_number()) scalars.emplace_back(key, value.get<double>()), scored = true;
-  for (const auto& [key, value] : record.items())  // a blend's per-source validation losses
-    if (key.rfind("val_loss/", 0) == 0 && value.is_number()) scalars.emplace_back(key, value.get<double>());
+  for (const auto& [key, value] : record.items())  // a blend's per-source validation losses, experts' loads
+    if ((key.rfind("val_loss/", 0) == 0 || key.rfind("experts/", 0) == 0) && value.is_number())
+      scalars.emplace_back(key, value.get<double>());
   events_->add_scalars(record.at("step").get<int64_t>(), scalars);
   if (record.contains("val_loss") || scored) events_->flush();  // what TensorBoard shows survives a crash from here on
 }

@@ -65,8 +65,12 @@ void check_sequence_parallel(const Config& config, const LogicalRules& rules, co
 std::vector<std::string> weight_free_axes(const std::vector<std::string>& seq_axes, const LogicalRules& rules,
                                           const ModelConfig& model, int64_t padded_vocab) {
   std::vector<std::string> used;
-  for (const auto& info : param_table(model, padded_vocab))
-    for (const auto& axis : rules.resolve(info.logical, info.name).used_axes()) used.push_back(axis);
+  for (const auto& info : param_table(model, padded_vocab)) {
+    const PartitionSpec spec = rules.resolve(info.logical, info.name);
+    for (size_t d = 0; d < info.logical.size(); ++d)  // experts may share the context axis: their tokens travel
+      if (info.logical[d] != "expert")
+        for (const auto& axis : spec.axes_of(d)) used.push_back(axis);
+  }
   std::vector<std::string> free;
   for (const auto& axis : seq_axes)
     if (std::find(used.begin(), used.end(), axis) == used.end()) free.push_back(axis);
@@ -279,10 +283,21 @@ std::vector<std::string> ModelLayout::token_axes() const {
   return axes;
 }
 
+std::vector<std::string> ModelLayout::routing_axes() const {
+  std::vector<std::string> axes = token_axes();
+  axes.insert(axes.end(), seq_axes.begin(), seq_axes.end());
+  if (!pipeline.axis.empty()) axes.push_back(pipeline.axis);
+  return axes;
+}
+
 std::vector<std::string> gradient_sum_axes(const ModelLayout& layout, const ParamLayout& p) {
   std::vector<std::string> axes = layout.token_axes();
   for (const auto& dims : p.fsdp_axes)
     for (const auto& a : dims) axes.erase(std::find(axes.begin(), axes.end(), a));
+  for (const auto& a : p.expert_axes) {
+    const auto it = std::find(axes.begin(), axes.end(), a);
+    if (it != axes.end()) axes.erase(it);
+  }
   axes.insert(axes.end(), p.sequence_axes.begin(), p.sequence_axes.end());
   return axes;
 }
@@ -291,6 +306,19 @@ const ParamLayout& ModelLayout::param(const std::string& name) const {
   for (const auto& p : params)
     if (p.info.name == name) return p;
   throw RuntimeError("no parameter named " + name);
+}
+
+// Experts spread over a mesh axis receive their tokens from its members by all-to-all: the
+// members must hold different tokens (the axis splits the batch or the sequence's context chunks).
+void check_expert_axes(const ModelLayout& layout) {
+  const auto tokens = layout.token_axes();
+  for (const auto& p : layout.params)
+    for (const auto& axis : p.expert_axes)
+      SPMD_CHECK(std::find(tokens.begin(), tokens.end(), axis) != tokens.end(),
+                 "sharding rule [expert, {0}]: mesh axis '{0}' does not split the batch, so each of its members would "
+                 "send its experts the same tokens; split the batch over it too (e.g. [batch, [data, {0}]]) or put "
+                 "the experts on the data axis ([expert, data]); docs/experts.md",
+                 axis);
 }
 
 ModelLayout plan_layout(const Config& config) {
@@ -330,15 +358,22 @@ ModelLayout plan_layout(const Config& config) {
     check_dims_divide(mesh, spec, info.shape, info.logical, sources, info.name);
     NamedSharding sharding(mesh, spec, info.shape, info.name, placement_of(info, layout.pipeline));
     std::vector<std::vector<std::string>> fsdp(info.shape.size()), tp(info.shape.size());
+    std::vector<std::string> expert;
     for (size_t d = 0; d < info.shape.size(); ++d) {
       for (const auto& axis : spec.axes_of(d)) {
-        bool is_batch = std::find(batch_axes.begin(), batch_axes.end(), axis) != batch_axes.end();
-        (is_batch ? fsdp[d] : tp[d]).push_back(axis);
+        const bool is_batch = std::find(batch_axes.begin(), batch_axes.end(), axis) != batch_axes.end();
+        if (info.logical[d] == "expert") expert.push_back(axis);
+        (is_batch && info.logical[d] != "expert" ? fsdp[d] : tp[d]).push_back(axis);
       }
     }
     std::vector<std::string> sequence = info.per_position ? unused_axes(seq_axes, spec) : std::vector<std::string>{};
-    layout.params.push_back({std::move(info), std::move(sharding), std::move(fsdp), std::move(tp), std::move(sequence)});
+    if (info.per_head)
+      for (const auto& axis : unused_axes(rules.resolve({"heads"}, info.name).axes_of(0), spec))
+        if (std::find(sequence.begin(), sequence.end(), axis) == sequence.end()) sequence.push_back(axis);
+    layout.params.push_back({std::move(info), std::move(sharding), std::move(fsdp), std::move(tp), std::move(sequence),
+                             std::move(expert)});
   }
+  check_expert_axes(layout);
   return layout;
 }
 

@@ -24,7 +24,12 @@ struct ParamLayout {
   std::vector<std::vector<std::string>> tp_axes;
   // Sequence parallelism: the mesh axes the residual stream's `seq` is split over, for a
   // per-position parameter replicated on them: each split's gradient is a partial sum over them.
+  // Likewise the axes splitting the attention heads, for a per-head parameter replicated on them.
   std::vector<std::string> sequence_axes;
+  // Expert parallelism: the mesh axes of the `expert` dim. They stay local (each rank computes
+  // with its own experts, tokens travel to them), and when they also split the batch, the tokens
+  // of every member already reached this rank's experts: no gradient sum over them.
+  std::vector<std::string> expert_axes;
   bool is_fsdp() const;
   // For dense weights: the tensor-parallel axes of the input (contracted) dims and of the output
   // dims. Column-parallel layers have output axes, row-parallel ones input axes.
@@ -79,6 +84,9 @@ struct ModelLayout {
   // over which the loss is averaged and replicated gradients summed.
   std::vector<std::string> token_axes() const;
   int64_t token_split() const { return dp_size() * cp_size(); }
+  // The axes over which ranks route distinct tokens through distinct sparse layers: the token
+  // axes, the sequence split (each member routes its own positions) and the pipeline's stages.
+  std::vector<std::string> routing_axes() const;
   const ParamLayout& param(const std::string& name) const;
 };
 

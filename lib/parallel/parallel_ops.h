@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/choices.h"  // Remat: what the backward recomputes (runtime.remat)
+#include "experts/step_routing.h"
 #include "kernels/kernels.h"
 #include "model/model_ops.h"
 #include "parallel/context_parallel.h"
@@ -61,6 +62,15 @@ class ParallelOps : public ModelOps {
                               const at::Tensor& sin, const std::string& dropout_site,
                               const at::Tensor& document_starts) override;
   at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) override;
+  at::Tensor routed_experts(const at::Tensor& x, const at::Tensor& choice, const at::Tensor& weights,
+                            const std::string& prefix) override;
+  at::Tensor balance_experts(const at::Tensor& y, int64_t layer, const at::Tensor& probs,
+                             const at::Tensor& choice) override;
+  // Sparse layers (docs/experts.md): what this pass routed (null before its first sparse layer).
+  const RoutingTally* pass_routing() const { return pass_routing_.get(); }
+  // The step's routing, settled before the backward runs (it outlives the pass's graph): the
+  // balancing loss's gradient then reaches the routers through balance_experts.
+  void use_step_routing(const StepRouting* step) { step_routing_ = step; }
   at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) override;
   at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;
   at::Tensor constrain(const at::Tensor& x, const std::vector<std::string>& logical) override;
@@ -130,6 +140,8 @@ class ParallelOps : public ModelOps {
   int64_t sequence_length_ = -1;  // of the token ids embed() saw (the full sequence)
   std::vector<std::unique_ptr<RecomputedBody>> bodies_;
   std::map<int64_t, std::vector<at::Tensor>> unit_handles_;  // per FSDP unit, this pass's
+  std::unique_ptr<RoutingTally> pass_routing_;
+  const StepRouting* step_routing_ = nullptr;
 };
 
 }  // namespace spmd

@@ -68,7 +68,8 @@ void ShardedModel::validate_layout() const {
                  "{}: dim {} ('{}') is sharded over both batch axes {} and other axes {}; shard a dim either "
                  "FSDP-style (over batch axes) or tensor-parallel, not both",
                  p.info.name, d, logical, p.fsdp_axes[d], p.tp_axes[d]);
-      bool tp_ok = logical == "vocab" || logical == "heads" || logical == "mlp";
+      // The `expert` dim stays local too (expert parallelism: the tokens travel to it).
+      bool tp_ok = logical == "vocab" || logical == "heads" || logical == "mlp" || logical == "expert";
       SPMD_CHECK(tp_ok || p.tp_axes[d].empty(),
                  "{}: logical axis '{}' maps to mesh axes {} that do not shard the batch; tensor parallelism "
                  "is supported on 'heads', 'mlp' and 'vocab' only. Map '{}' to null or to a batch axis (FSDP)",
@@ -90,6 +91,7 @@ void ShardedModel::create_groups() {
   comm.create_group(layout_.batch_axes);
   comm.create_group(layout_.context_axes);
   comm.create_group(layout_.token_axes());
+  if (layout_.model.moe.enabled()) comm.create_group(layout_.routing_axes());
   for (const auto& axis : layout_.mesh.axes()) comm.create_group({axis});
   if (!layout_.pipeline.axis.empty()) comm.create_host_group({layout_.pipeline.axis});  // stage-to-stage traffic
   for (const auto& p : layout_.params) {
@@ -101,6 +103,7 @@ void ShardedModel::create_groups() {
       comm.create_group(p.sharding.spec().axes_of(d));
     }
     comm.create_group(gradient_sum_axes(layout_, p));
+    comm.create_group(p.expert_axes);
   }
 }
 

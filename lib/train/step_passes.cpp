@@ -6,12 +6,14 @@
 #include <ctime>
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include <ATen/core/grad_mode.h>
 
 #include "parallel/parallel_ops.h"
 #include "parallel/pipeline_schedule.h"
 #include "train/documents.h"
+#include "train/expert_routing.h"
 #include "util/caching_cpu_allocator.h"
 #include "util/elapsed.h"
 #include "util/test_hooks.h"
@@ -48,6 +50,28 @@ at::Tensor chunk_forward(TrainState& s, ModelOps& ops, const at::Tensor& ids, in
   return s.net->blocks(x, link.layer_begin(chunk), link.layer_end(chunk), ops, training, starts);
 }
 
+// The step's routing ahead of its passes (train/expert_routing.h): every microbatch forward
+// through the stages without gradients, each pass's routing summed into one tally.
+RoutingTally tally_routing_ahead(TrainState& s, const at::Tensor& inputs, int64_t microbatches) {
+  at::NoGradGuard no_grad;
+  StageLink& link = *s.stage_link;
+  RoutingTally tally = empty_routing_tally(s);
+  const int64_t rows = inputs.size(0) / microbatches;
+  for (int64_t m = 0; m < microbatches; ++m) {
+    // The training passes' dropout masks: the same routing as theirs.
+    ParallelOps ops(*s.model, static_cast<uint64_t>(s.config.train.seed), s.step, Microbatch{m, microbatches});
+    for (int64_t chunk = 0; chunk < link.chunks(); ++chunk) {  // sends do not block
+      at::Tensor received;
+      const at::Tensor x = chunk_forward(s, ops, inputs.narrow(0, m * rows, rows), m, chunk, true, received);
+      if (!link.ends(chunk)) link.send_activation(m, chunk, x.to(at::kFloat));
+    }
+    s.model->fsdp_prefetcher().drain();
+    if (ops.pass_routing()) tally += *ops.pass_routing();
+  }
+  link.finish_sends();
+  return tally;
+}
+
 // A microbatch between its forward and its backward on one chunk of this stage.
 struct InFlight {
   std::unique_ptr<ParallelOps> ops;  // its graph's FSDP and dropout context
@@ -65,6 +89,7 @@ class StepPasses {
 
   at::Tensor run() {
     loss_sum_ = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(inputs_.device()));
+    start_routing();
     s_.grad_sync->begin(microbatches_);
     const PipelineShape shape{s_.config.runtime.pipeline_schedule, link_.stages(), link_.chunks(), microbatches_};
     const std::vector<PipelinePass> passes = stage_passes(shape, link_.stage());
@@ -79,6 +104,7 @@ class StepPasses {
       result_.timings.pass_cpu_ms.push_back(thread_cpu_ms() - cpu_start);
     }
     link_.finish_sends();
+    finish_routing();
     return link_.from_last_stage(loss_sum_);
   }
 
@@ -92,6 +118,28 @@ class StepPasses {
       link_.post_receive_gradient(pass.microbatch, pass.chunk, shape);
   }
 
+  // Sparse layers: the step's routing, tallied ahead of the passes or by them (settled after the
+  // only forward when that one is all there is, else after the last).
+  void start_routing() {
+    routing_ = new_step_routing(s_);
+    if (!routing_) return;
+    if (routes_ahead(s_)) settle_step_routing(s_, tally_routing_ahead(s_, inputs_, microbatches_), *routing_);
+    else tally_.emplace(empty_routing_tally(s_));
+  }
+  void note_routing(const ParallelOps& ops) {
+    if (!routing_ || routing_->settled()) return;
+    if (ops.pass_routing()) *tally_ += *ops.pass_routing();
+    if (live_.size() == 1) settle_step_routing(s_, *tally_, *routing_);  // before its backward reads it
+  }
+  void finish_routing() {
+    if (!routing_) return;
+    if (!routing_->settled()) settle_step_routing(s_, *tally_, *routing_);
+    result_.aux_loss = routing_->aux_loss();
+    result_.aux_loss_coef = routing_->coef();
+    result_.expert_loads = routing_->loads();
+    result_.expert_counts = routing_->counts();
+  }
+
   InFlight& in_flight(int64_t m, int64_t chunk) { return live_[static_cast<size_t>(m * link_.chunks() + chunk)]; }
 
   void forward(int64_t m, int64_t chunk) {
@@ -100,6 +148,7 @@ class StepPasses {
     InFlight& f = in_flight(m, chunk);
     f.ops = std::make_unique<ParallelOps>(*s_.model, static_cast<uint64_t>(s_.config.train.seed), s_.step,
                                           Microbatch{m, microbatches_}, s_.config.runtime.remat);
+    if (routing_) f.ops->use_step_routing(routing_.get());
     const at::Tensor x = chunk_forward(s_, *f.ops, inputs_.narrow(0, m * rows_, rows_), m, chunk, true, f.input);
     if (link_.ends(chunk)) {
       f.output = s_.net->head_loss(x, targets_.narrow(0, m * rows_, rows_), *f.ops);
@@ -110,6 +159,7 @@ class StepPasses {
       f.output = x;
       link_.send_activation(m, chunk, x.detach().to(at::kFloat));
     }
+    note_routing(*f.ops);
     // The last FSDP unit's gathered weights are not the graph's: drop them (and a gather still in
     // flight, should the forward have left its recorded order) before measuring it.
     s_.model->fsdp_prefetcher().drain();
@@ -155,6 +205,8 @@ class StepPasses {
   const int64_t microbatches_, rows_;
   std::vector<InFlight> live_;
   at::Tensor loss_sum_;
+  std::unique_ptr<StepRouting> routing_;  // null without experts
+  std::optional<RoutingTally> tally_;     // the passes' own routing, where not tallied ahead
   int64_t backwards_done_ = 0;
   int64_t in_flight_bytes_ = 0;
 };

@@ -1,4 +1,5 @@
 // Building a rank's training state, and one training step.
+#include "train/expert_routing.h"
 #include "train/train_state.h"
 
 #include <chrono>
@@ -130,6 +131,7 @@ TrainState build_train_state(const Config& config, const RendezvousInfo& rendezv
     const ParamInfo& info = s.model->layout().params[i].info;
     decay.push_back(info.weight_decay);
     if (takes_muon(config.train, info)) adamw_params[i] = at::Tensor();  // Muon's: no AdamW state
+    if (!info.trained) adamw_params[i] = at::Tensor();                  // set by a rule after each step
   }
   s.optimizer = std::make_unique<AdamW>(adamw_params, decay, config.train);
   if (config.train.optimizer == Optimizer::kMuon) s.muon = std::make_unique<Muon>(*s.model, config.train.muon);
@@ -178,6 +180,7 @@ StepResult train_step(TrainState& s) {
   model.fsdp_prefetcher().drain();  // nothing may still read the shards AdamW is about to update
   result.grad_norm = global_grad_norm(model);
   result.loss = global_mean(loss_sum / microbatches, model);
+  if (result.aux_loss_coef > 0) result.loss = result.loss + result.aux_loss_coef * result.aux_loss;
   result.timings.backward_ms += ms_since(phase);
   s.phases.mark();
 
@@ -185,13 +188,15 @@ StepResult train_step(TrainState& s) {
   result.lr = learning_rate_at(tc, s.step);
   if (s.reads_every_step()) apply_update_read_now(s, result);
   else apply_update_on_device(s, result);
+  move_expert_biases(s, result.expert_counts);
   result.timings.optimizer_ms = ms_since(phase);
   s.phases.mark();
   result.timings.collective_ms = static_cast<double>(collective_time_ns() - collective_start) / 1e6;
   const CollectiveCounts counts = collective_counts();
   s.last_step_collectives = {counts.all_reduces - counts_start.all_reduces,     counts.all_gathers - counts_start.all_gathers,
                              counts.reduce_scatters - counts_start.reduce_scatters, counts.broadcasts - counts_start.broadcasts,
-                             counts.sends - counts_start.sends,                 counts.receives - counts_start.receives};
+                             counts.sends - counts_start.sends,                 counts.receives - counts_start.receives,
+                             counts.all_to_alls - counts_start.all_to_alls};
   result.timings.pipeline_wait_ms = s.stage_link->receive_wait_ms() - wait_start;
   result.timings.total_ms = ms_since(start);
   ++s.step;

@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "data/loader.h"
 #include "data/token_file.h"
+#include "experts/step_routing.h"
 #include "model/model.h"
 #include "muon/muon.h"
 #include "optim/adamw.h"
@@ -84,6 +85,12 @@ struct StepResult {
   // gathered FSDP weights): the most held at once by the microbatches in flight on this stage;
   // -1 unless the caching CPU allocator, which counts them, is installed.
   int64_t graph_bytes = -1;
+  // Sparse layers (docs/experts.md): the step's load-balancing loss (unweighted; `loss` includes
+  // it times aux_loss_coef) and each sparse layer's load over the global batch.
+  double aux_loss = 0;
+  double aux_loss_coef = 0;
+  std::vector<StepRouting::Load> expert_loads;
+  at::Tensor expert_counts;  // (n_layer, E) float64: the (token, slot) rows each expert got
 };
 
 // batch -> M x (forward, backward) over its microbatches -> grad sync -> clip -> AdamW (and Muon)

@@ -215,19 +215,37 @@ class Progress {
                           {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms}};
     if (val_loss) record["val_loss"] = *val_loss;
     for (const auto& [name, value] : source_val_losses) record["val_loss/" + name] = value;
+    const std::string experts = add_expert_loads(r, record);
     record.update(scores);
     metrics_->write(record);
     const double eta = seconds() / static_cast<double>(step + 1 - first_step_) * static_cast<double>(tc.steps - step - 1);
     std::string vals = val_loss ? fmt::format(" | val {:.4f}", *val_loss) : std::string();
     for (const auto& [name, value] : source_val_losses) vals += fmt::format(" | val/{} {:.4f}", name, value);
-    fmt::print("step {:>5}/{} | loss {:.4f}{}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms | ETA {}\n", step + 1, tc.steps,
-               loss, vals, describe_scores(scores), r.lr, tokens_per_s, step_ms, format_duration(eta));
+    fmt::print("step {:>5}/{} | loss {:.4f}{}{}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms | ETA {}\n", step + 1,
+               tc.steps, loss, experts, vals, describe_scores(scores), r.lr, tokens_per_s, step_ms, format_duration(eta));
     std::fflush(stdout);
   }
 
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
 
  private:
+  // Sparse layers (docs/experts.md): the balancing loss and each layer's load over the global
+  // batch (tokens per expert: min, max, max over mean) into the record; " | aux 1.0123 | load
+  // 1.42" (the most loaded layer's max over mean) for the progress line.
+  static std::string add_expert_loads(const StepResult& r, nlohmann::json& record) {
+    if (r.expert_loads.empty()) return "";
+    record["aux_loss"] = r.aux_loss;
+    double worst = 0;
+    for (const auto& load : r.expert_loads) {
+      const std::string prefix = fmt::format("experts/layer{}/", load.layer);
+      record[prefix + "load_min"] = load.min;
+      record[prefix + "load_max"] = load.max;
+      record[prefix + "load_max_over_mean"] = load.max_over_mean;
+      worst = std::max(worst, load.max_over_mean);
+    }
+    return fmt::format(" | aux {:.4f} | load {:.2f}", r.aux_loss, worst);
+  }
+
   // " | hellaswag acc 0.2500 acc_norm 0.3000" per task scored at this step.
   std::string describe_scores(const nlohmann::json& scores) const {
     std::string text;
@@ -280,7 +298,7 @@ void add_run_totals(TrainState& state, int64_t graph_bytes, nlohmann::json& summ
   const CollectiveCounts& c = state.last_step_collectives;
   summary["collectives_last_step"] = {{"all_reduce", c.all_reduces}, {"all_gather", c.all_gathers},
                                       {"reduce_scatter", c.reduce_scatters}, {"broadcast", c.broadcasts},
-                                      {"send", c.sends}, {"receive", c.receives}};
+                                      {"send", c.sends}, {"receive", c.receives}, {"all_to_all", c.all_to_alls}};
 }
 
 // After the last save finished: the summary and the loss plot written, the run's last act.

@@ -2,6 +2,7 @@
 // rotate_half pairing, Llama 3's frequency scaling), RMSNorm with float32 statistics, and
 // grouped-query attention against multi-head attention whose key/value heads were repeated
 // explicitly; decoding with a key/value cache of n_kv_head heads against the whole forward.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -10,10 +11,13 @@
 #include <ATen/ATen.h>
 
 #include "config/config.h"
+#include "experts/router.h"
+#include "experts/step_routing.h"
 #include "kernels/kernels.h"
 #include "model/llama.h"
 #include "model/params.h"
 #include "model/rope.h"
+#include "model/sparse_mlp.h"
 
 #include "doctest_check.h"
 
@@ -227,4 +231,116 @@ TEST_CASE("llama table: names, shapes and logical axes, no lm_head when tied, an
   CHECK((find(tied, "wte")->before_stack && find(tied, "wte")->after_stack));
   // 2 x (2 norms C + q C^2 + k, v 2 x C x 16 + o C^2 + 3 x C x 48) + ln_f C + wte and lm_head 40 x C
   CHECK(num_params(m) == 2 * (2 * 32 + 32 * 32 + 2 * 32 * 16 + 32 * 32 + 3 * 32 * 48) + 32 + 40 * 32);
+}
+
+namespace {
+ModelConfig tiny_moe(int64_t shared) {
+  ModelConfig m = tiny_llama(2);
+  m.moe.num_experts = 4, m.moe.num_experts_per_tok = 2, m.moe.moe_intermediate_size = 24;
+  m.moe.shared_expert_intermediate_size = shared;
+  return m;
+}
+
+// One token's output of the sparse MLP, expert by expert, from the formulas (double precision).
+at::Tensor sparse_mlp_one_token(const PlainOps& ops, const ModelConfig& m, const at::Tensor& x, int64_t layer) {
+  const std::string p = "h." + std::to_string(layer) + ".moe";
+  const at::Tensor probs = at::softmax(at::matmul(x, ops.params.at(p + ".router.weight").to(at::kDouble)), -1);
+  std::vector<int64_t> order(static_cast<size_t>(m.moe.num_experts));
+  for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int64_t>(e);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return probs[a].item<double>() > probs[b].item<double>(); });
+  double total = 0;
+  for (int64_t j = 0; j < m.moe.num_experts_per_tok; ++j) total += probs[order[static_cast<size_t>(j)]].item<double>();
+  at::Tensor y = at::zeros({m.n_embd}, at::kDouble);
+  auto swiglu_of = [&](const at::Tensor& g, const at::Tensor& u, const at::Tensor& d) {
+    return at::matmul(at::silu(at::matmul(x, g)) * at::matmul(x, u), d);
+  };
+  for (int64_t j = 0; j < m.moe.num_experts_per_tok; ++j) {
+    const int64_t e = order[static_cast<size_t>(j)];
+    const double w = probs[e].item<double>() / (m.moe.norm_topk_prob ? total : 1.0);
+    y += w * swiglu_of(ops.params.at(p + ".experts.gate")[e].to(at::kDouble),
+                       ops.params.at(p + ".experts.up")[e].to(at::kDouble),
+                       ops.params.at(p + ".experts.down")[e].to(at::kDouble));
+  }
+  if (m.moe.shared_expert_intermediate_size > 0) {
+    const double open = at::sigmoid(at::matmul(x, ops.params.at(p + ".shared_gate.weight").to(at::kDouble)))[0].item<double>();
+    y += open * swiglu_of(ops.params.at(p + ".shared.gate.weight").to(at::kDouble),
+                          ops.params.at(p + ".shared.up.weight").to(at::kDouble),
+                          ops.params.at(p + ".shared.down.weight").to(at::kDouble));
+  }
+  return y;
+}
+}  // namespace
+
+TEST_CASE("llama moe: the sparse MLP equals each token's top-k SwiGLU experts mixed by its routing weights") {
+  for (const int64_t shared : {int64_t{0}, int64_t{20}}) {
+    for (const bool normalize : {false, true}) {
+      CAPTURE(shared);
+      CAPTURE(normalize);
+      ModelConfig m = tiny_moe(shared);
+      m.moe.norm_topk_prob = normalize;
+      PlainOps ops = random_ops(m);
+      at::manual_seed(5);
+      const at::Tensor x = at::randn({2, 5, m.n_embd});
+      const at::Tensor got = sparse_mlp(m, x, 1, ops);
+      REQUIRE(got.sizes() == x.sizes());
+      double worst = 0;
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t t = 0; t < 5; ++t)
+          worst = std::max(worst, max_abs_diff(got[b][t].to(at::kDouble),
+                                               sparse_mlp_one_token(ops, m, x[b][t].to(at::kDouble), 1)));
+      CHECK(worst < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("llama moe: the router breaks ties toward the lower expert index and renormalises on request") {
+  // Token 0: experts 1, 2 and 3 tie; token 1: all four tie.
+  const at::Tensor logits = at::tensor(std::vector<float>{0, 2, 2, 2, 1, 1, 1, 1}).view({2, 4});
+  const Routing r = route_tokens(logits, 2, /*normalize=*/false);
+  CHECK(r.choice[0][0].item<int64_t>() == 1);
+  CHECK(r.choice[0][1].item<int64_t>() == 2);
+  CHECK(r.choice[1][0].item<int64_t>() == 0);
+  CHECK(r.choice[1][1].item<int64_t>() == 1);
+  CHECK(std::abs(r.weights[1][0].item<float>() - 0.25f) < 1e-7);
+  const Routing n = route_tokens(logits, 2, /*normalize=*/true);
+  CHECK((n.weights.sum(-1) - 1).abs().max().item<float>() < 1e-6);
+}
+
+TEST_CASE("llama moe: the balancing loss is transformers' formula over every layer and token, its gradient exact") {
+  // transformers' load_balancing_loss_func, written out: rows of all layers concatenated, the
+  // top-k one-hot mean (k, E) times the mean probability (E), summed, times E.
+  const int64_t E = 4, k = 2, N = 6;
+  at::manual_seed(9);
+  const std::vector<at::Tensor> logits{at::randn({N, E}), at::randn({N, E})};
+  at::Tensor concat = at::cat(logits, 0).to(at::kDouble);
+  const at::Tensor probs = at::softmax(concat, -1);
+  const at::Tensor top = std::get<1>(at::topk(probs, k, -1));
+  const at::Tensor mask = at::one_hot(top, E).to(at::kDouble);  // (2N, k, E)
+  const double expected = (mask.mean(0) * probs.mean(0).unsqueeze(0)).sum().item<double>() * E;
+
+  RoutingTally tally(3, E, c10::Device(c10::kCPU));  // layers 0 and 2 sparse, 1 dense
+  std::vector<at::Tensor> leaves;
+  for (size_t l = 0; l < 2; ++l) {
+    leaves.push_back(logits[l].clone().requires_grad_(true));
+    const Routing r = route_tokens(leaves.back(), k, false);
+    tally.record(l == 0 ? 0 : 2, r.probs, r.choice);
+  }
+  StepRouting step({0, 2}, N, /*coef=*/1.0, /*gradient_scale=*/1.0);
+  step.settle(tally);
+  CHECK(std::abs(step.aux_loss() - expected) < 1e-6);  // our probabilities are float32
+  // Its gradient through the probabilities (the routing's counts held fixed) against autograd's.
+  at::Tensor direct = at::zeros({}, at::kDouble);
+  for (size_t l = 0; l < 2; ++l) {
+    const Routing r = route_tokens(leaves[l], k, false);
+    direct = direct + (r.probs.sum(0).to(at::kDouble) * step.prob_sum_gradient().to(at::kDouble)).sum();
+  }
+  CHECK(std::abs(direct.item<double>() - expected) < 1e-6);  // linear in the probability sums
+  // The loads: tokens per expert over the layer's (token, slot) rows.
+  const auto loads = step.loads();
+  REQUIRE(loads.size() == 2);
+  CHECK(loads[1].layer == 2);
+  const at::Tensor counts = at::bincount(std::get<1>(at::topk(at::softmax(logits[1], -1), k, -1)).reshape({-1}), {}, E);
+  CHECK(loads[1].max == counts.max().item<double>());
+  CHECK(loads[1].min == counts.min().item<double>());
 }
