@@ -76,11 +76,16 @@ void write_windows(const SftPacker& packer, int64_t first, int64_t count, int64_
   targets_file.write(marks.data(), marks.size());
 }
 
-int64_t val_windows(int64_t windows, double val_fraction) {
+// The inputs, for messages about all of them.
+std::string inputs_named(const std::vector<std::string>& files) {
+  return files.size() == 1 ? files[0] : fmt::format("{} and {} more input(s)", files[0], files.size() - 1);
+}
+
+int64_t val_windows(int64_t windows, double val_fraction, const std::vector<std::string>& files) {
   if (val_fraction <= 0) return 0;
   const auto n = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(windows) * val_fraction + 0.5));
-  SPMD_CHECK(n < windows, "{} window(s) of examples are too few to keep {} for val (--val-fraction {}); add rows or "
-             "use --val-fraction 0", windows, n, val_fraction);
+  SPMD_CHECK(n < windows, "{}: {} window(s) of examples are too few to keep {} for val (--val-fraction {}); add rows "
+             "or use --val-fraction 0", inputs_named(files), windows, n, val_fraction);
   return n;
 }
 
@@ -117,14 +122,15 @@ DatasetMeta prepare_sft(const SftPrepareOptions& options) {
   if (rows.dropped_long > 0 && options.progress)
     options.progress(fmt::format("dropped {} row(s) longer than --block-size {} (not cut), the first at {}",
                                  rows.dropped_long, options.block_size, rows.first_dropped));
-  SPMD_CHECK(!rows.examples.empty(), "no example fits --block-size {}: {} row(s) were longer, the first at {}",
-             options.block_size, rows.dropped_long, rows.first_dropped);
+  SPMD_CHECK(!rows.examples.empty(), "{}: no example to train on ({} row(s) longer than --block-size {} dropped{})",
+             inputs_named(files), rows.dropped_long, options.block_size,
+             rows.dropped_long > 0 ? ", the first at " + rows.first_dropped : "");
   SftPacker packer(options.block_size, static_cast<uint32_t>(encoder.document_end()), options.pack);
   for (const SftExample& e : rows.examples) packer.add(e);
   packer.finish();
 
   const auto pad = static_cast<uint32_t>(encoder.document_end());
-  const int64_t windows = packer.windows(), n_val = val_windows(windows, options.val_fraction);
+  const int64_t windows = packer.windows(), n_val = val_windows(windows, options.val_fraction, files);
   fs::create_directories(options.out_dir);
   const fs::path out(options.out_dir);
   OutputFile train((out / "train.bin").string()), train_targets((out / "train.targets.bin").string());
