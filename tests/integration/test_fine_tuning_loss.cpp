@@ -22,7 +22,7 @@ constexpr int kBlock = 16, kVocab = 72, kEnd = 0;
 // `windows` packed windows of kBlock tokens and their target bytes, then one padding token:
 // a quarter hold one example with a 13-token counting answer (13 targets), the rest four examples
 // of a 2-token prompt and a 1-token random answer (1 target each), separated by kEnd.
-void write_fine_tuning_file(const std::string& bin, int windows, uint32_t seed) {
+void write_fine_tuning_file(const std::string& bin, int windows, uint32_t seed, bool all_targets = false) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> token(1, kVocab - 1), kind(0, 3);
   std::vector<uint16_t> ids;
@@ -42,6 +42,7 @@ void write_fine_tuning_file(const std::string& bin, int windows, uint32_t seed) 
     }
   }
   put(kEnd, false);
+  if (all_targets) marks.assign(marks.size(), 1);
   std::ofstream(bin, std::ios::binary)
       .write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * 2));
   const std::string targets = bin.substr(0, bin.size() - 4) + ".targets.bin";
@@ -52,11 +53,11 @@ void write_fine_tuning_file(const std::string& bin, int windows, uint32_t seed) 
 // A fine-tuning dataset as spmd-prepare --format writes it: a char vocabulary of kVocab ids, the
 // windows packed for kBlock, examples ended by kEnd.
 struct FineTuningRun : TinyRun {
-  FineTuningRun() {
+  explicit FineTuningRun(bool all_targets = false) {
     const std::string data = dir.file("sft");
     std::filesystem::create_directories(data);
-    write_fine_tuning_file(data + "/train.bin", 300, 1);
-    write_fine_tuning_file(data + "/val.bin", 40, 2);
+    write_fine_tuning_file(data + "/train.bin", 300, 1, all_targets);
+    write_fine_tuning_file(data + "/val.bin", 40, 2, all_targets);
     nlohmann::json chars = nlohmann::json::array();
     for (int i = 0; i < kVocab; ++i) chars.push_back(std::string(1, static_cast<char>('0' + i)));
     const nlohmann::json meta{{"format", "spmd-prepare/1"}, {"dtype", "uint16"}, {"vocabulary", chars},
@@ -150,4 +151,23 @@ TEST_CASE("fine-tuning: packed data refuses another block_size or a window strid
                     "fine_tuning.block_size");
   check_failed_with(run_train(run, run.dir.file("stride"), run.args({"--set", "data.window_stride=8"})), 2,
                     "fine_tuning.block_size");
+}
+
+TEST_CASE("fine-tuning: where every token is a target the losses are pretraining's, bit for bit") {
+  // The factor is exactly 1 then and never applied: the same run as pretraining on these tokens
+  // with the document mask (which fine-tuning data turns on) gives identical numbers.
+  FineTuningRun run(/*all_targets=*/true);
+  const Curve marked = train(run, run.dir.file("marked"), run.args());
+  std::filesystem::create_directories(run.dir.file("plain"));
+  std::filesystem::copy_file(run.dir.file("sft/train.bin"), run.dir.file("plain/train.bin"));
+  std::filesystem::copy_file(run.dir.file("sft/val.bin"), run.dir.file("plain/val.bin"));
+  const Curve plain = train(run, run.dir.file("pretraining"),
+                            {"--set", "data.train=" + run.dir.file("plain/train.bin"), "--set",
+                             "data.val=" + run.dir.file("plain/val.bin"), "--set", "data.document_mask=true", "--set",
+                             "data.eot_token=0"});
+  REQUIRE(marked.loss.size() == plain.loss.size());
+  REQUIRE(marked.val_loss.size() == plain.val_loss.size());
+  for (size_t i = 0; i < plain.loss.size(); ++i) CHECK(marked.loss[i] == plain.loss[i]);
+  for (size_t i = 0; i < plain.val_loss.size(); ++i) CHECK(marked.val_loss[i] == plain.val_loss[i]);
+  CHECK((grad_norms(run.dir.file("marked")) == grad_norms(run.dir.file("pretraining"))));
 }
