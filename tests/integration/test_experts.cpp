@@ -101,11 +101,15 @@ TEST_CASE("experts: expert x tensor parallel (with sequence parallelism) and a s
 }
 
 TEST_CASE("experts: microbatches and two pipeline stages pool the balancing loss over the whole step") {
-  check_expert_cases({"--set", "train.microbatches=2"},
-              {
-                  {"ep-2-microbatches", mesh_args("[2]", "[data]", expert_rules("[batch, data], [expert, data]"))},
-                  {"ep-2-stages-2", mesh_args("[2,2]", "[data,stage]", expert_rules("[batch, data], [expert, data], [layers, stage]"))},
-              });
+  // One forward of the whole batch on one process is the reference: its routing is the step's.
+  const std::vector<std::string> two{"--set", "train.microbatches=2"};
+  check_expert_cases({}, {
+      {"microbatches-2", two},
+      {"microbatches-4-remat", {"--set", "train.microbatches=4", "--set", "runtime.remat=full"}},
+      {"ep-2-microbatches-2", with(mesh_args("[2]", "[data]", expert_rules("[batch, data], [expert, data]")), two)},
+      {"ep-2-stages-2", with(mesh_args("[2,2]", "[data,stage]", expert_rules("[batch, data], [expert, data], [layers, stage]")),
+                             two)},
+  });
 }
 
 TEST_CASE("experts: context parallelism (all-gather and ring) with experts on the data and context axes matches one process") {

@@ -18,11 +18,11 @@ namespace {
 struct SampledRun {
   TempDir dir;
   std::string config, checkpoint;
-  explicit SampledRun(const std::string& model = "") {
+  explicit SampledRun(const std::string& model = "", const std::string& rules = kTpRules) {
     prepare_char_corpus(dir, 300, "data");
     config = dir.file("tiny.yaml");
     write_file(config, "mesh: {shape: [1, 1], axes: [data, model]}\n"
-                       "sharding_rules: " + kTpRules + "\n"
+                       "sharding_rules: " + rules + "\n"
                        "model: {vocab_size: 20, block_size: 16, n_layer: 2, n_head: 4, n_embd: 32, dropout: 0.0" + model + "}\n"
                        "data: {train: " + dir.file("data/train.bin") + ", val: " + dir.file("data/val.bin") +
                        ", batch_size: 8}\n"
@@ -50,6 +50,16 @@ const SampledRun& sampled_run() {
 // The same with a Llama: 2 key/value heads for the 4 query heads, an untied head.
 const SampledRun& llama_sampled_run() {
   static SampledRun run(", arch: llama, n_kv_head: 2, tie_embeddings: false");
+  return run;
+}
+
+// The same as a mixture of experts (docs/experts.md): 4 experts, 2 per token, in both layers.
+const std::string kExpertTpRules =
+    "[[batch, data], [expert, data], [vocab, model], [heads, model], [mlp, model], [embed, null], [seq, null], [kv, null]]";
+const SampledRun& experts_sampled_run() {
+  static SampledRun run(", arch: llama, n_kv_head: 2, tie_embeddings: false, moe: {num_experts: 4, num_experts_per_tok: 2, "
+                        "moe_intermediate_size: 32, norm_topk_prob: true}",
+                        kExpertTpRules);
   return run;
 }
 
@@ -222,4 +232,14 @@ TEST_CASE("sample: a byte-level BPE dataset trains, and its checkpoint decodes s
   const std::string text = read_file(out);
   CHECK(text.rfind("the cat é", 0) == 0);  // a character the corpus never had still encodes (as bytes)
   CHECK(text.size() > std::string("the cat é").size() + 1);
+}
+
+TEST_CASE("sample: a mixture of experts prints the same text on [1], with experts over 2 ranks, and with EP x TP") {
+  const auto& run = experts_sampled_run();
+  const std::vector<std::string> args{"--prompt", "the ", "--tokens", "40", "--temperature", "1.0", "--seed", "7"};
+  const std::string one = text_of(run, args, "one.txt");
+  CHECK(one.size() == std::string("the ").size() + 40 + 1);
+  CHECK(text_of(run, with(args, mesh_args(TestMesh{"", "[2,1]", "[data,model]", kExpertTpRules})), "ep.txt") == one);
+  CHECK(text_of(run, with(args, mesh_args(TestMesh{"", "[2,2]", "[data,model]", kExpertTpRules})), "ep-tp.txt") == one);
+  CHECK(text_of(run, with(args, {"--no-cache"}), "nocache.txt") == one);
 }
