@@ -86,6 +86,8 @@ TEST_CASE("experts: expert parallelism on the data axis, on its own axis, with F
       {"ep-2-own-axis-dp-2", mesh_args("[2,2]", "[data,expert]", expert_rules("[batch, [data, expert]], [expert, expert]"))},
       {"ep-2-fsdp", with(mesh_args("[2]", "[data]", expert_rules("[batch, data], [expert, data], [embed, data]")),
                          {"--set", "runtime.remat=full"})},
+      {"ep-2-x-fsdp-2", mesh_args("[2,2]", "[data,fsdp]",
+                                  expert_rules("[batch, [data, fsdp]], [expert, data], [embed, fsdp]"))},
   });
 }
 
