@@ -41,12 +41,17 @@
 // the first backward's start: the working set is the wider of it and the widest backward op's.
 // Optimizer state: AdamW's m and v per parameter; under train.optimizer muon, one momentum buffer
 // per Muon matrix (the blocks' dense weights) and AdamW's two for the rest.
+// Sparse layers (model.moe): the MLP's terms are the routed experts' (inspect/expert_memory.h: the
+// router's, k routed rows per token through the device's experts, the mixing's), and a backward
+// holds their hidden gradients and, under expert parallelism, the exchanged gradient sent and
+// received; an expert weight counts where it is held (its shard of the `expert` dim).
 #include "inspect/memory_estimate.h"
 
 #include <algorithm>
 #include <map>
 #include <numeric>
 
+#include "inspect/expert_memory.h"
 #include "kernels/cpu/cpu_features.h"
 #include "model/params.h"
 #include "muon/takes_muon.h"
@@ -82,6 +87,9 @@ struct DeviceShapes {
   // Bytes per element of the input each group of dense layers keeps (shared, or one per layer).
   int64_t attn_in = kFloatBytes, attn_proj_in = kFloatBytes, fc_in = kFloatBytes, mlp_proj_in = kFloatBytes;
   int64_t block_weight_copies = 0;        // bf16 operands: the copies of one block's weight shards
+  int64_t sparse_weight_copies = 0;       // the same for a block with a sparse MLP
+  ExpertShapes experts;                   // a sparse layer's sizes (model.moe; none: dense)
+  std::vector<bool> sparse;               // per layer: its MLP is the routed experts
   ActivationTraits traits;                // the family's norms and MLP activation
   // Context parallelism by ring attention: it keeps its output and log-sum-exp, no probabilities.
   bool ring_attention = false;
@@ -100,6 +108,11 @@ struct DeviceShapes {
   int64_t full_tokens() const { return B * T / context_split; }
   int64_t stream_tokens() const { return full_tokens() / seq_split; }
   int64_t stream_bytes() const { return stream_tokens() * C * kFloatBytes; }  // one (B, T', C) fp32
+  bool sparse_layer(int64_t l) const { return l < static_cast<int64_t>(sparse.size()) && sparse[static_cast<size_t>(l)]; }
+  bool any_sparse() const { return std::find(sparse.begin(), sparse.end(), true) != sparse.end(); }
+  bool any_dense() const { return std::find(sparse.begin(), sparse.end(), false) != sparse.end(); }
+  // A sparse layer's tokens: its experts' tensor-parallel group routes the gathered sequence.
+  SparseTokens sparse_tokens() const { return {stream_tokens(), experts.mlp_share > 1 ? full_tokens() : stream_tokens()}; }
 };
 
 // What the family's elementwise ops keep on this device: on a CPU the fused kernels keep less than
@@ -125,16 +138,24 @@ int64_t norm_bytes(const DeviceShapes& d) {
   return d.traits.norm_stats * d.stream_tokens() * kFloatBytes + d.traits.norm_streams * d.stream_bytes();
 }
 
-int64_t block_bytes(const DeviceShapes& d, Remat remat) {
+// The MLP's kept bytes: the dense one's (ln_2's output as c_fc keeps it, the activation's, its
+// output), or the routed experts'.
+int64_t mlp_bytes(const DeviceShapes& d, bool sparse) {
+  if (sparse) return sparse_mlp_kept_bytes(d.experts, d.sparse_tokens(), d.C, d.operand, d.traits.mlp_hidden);
+  const int64_t N = d.full_tokens();
+  return N * d.C * d.fc_in + N * d.mlp * (d.traits.mlp_hidden * d.operand + d.mlp_proj_in);
+}
+
+int64_t block_bytes(const DeviceShapes& d, Remat remat, bool sparse = false) {
   if (remat == Remat::kFull) return d.stream_bytes();  // its output, the next block's (or ln_f's) input
   const int64_t N = d.full_tokens();
   const int64_t probs = d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;  // (B, H', T/c, T)
   int64_t bytes = 2 * d.stream_bytes()                            // h = x + attn, and the output
                   + 2 * norm_bytes(d)                             // the two norms' statistics (and copies)
-                  + N * d.C * (d.attn_in + d.fc_in)               // ln_1, ln_2 outputs as c_attn, c_fc keep them
+                  + N * d.C * d.attn_in                           // ln_1's output as c_attn keeps it
                   + N * d.heads * d.head_dim * d.attn_proj_in     // attention output: c_proj's input
-                  + N * d.mlp * (d.traits.mlp_hidden * d.operand + d.mlp_proj_in)  // activation's, its output
-                  + d.block_weight_copies;
+                  + mlp_bytes(d, sparse)
+                  + (sparse ? d.sparse_weight_copies : d.block_weight_copies);
   if (d.sdpa_attention() && remat != Remat::kFull) {
     // bf16 q, k, v and output, fp32 log-sum-exp per (row, head, position); nothing else to drop.
     return bytes + N * 4 * d.heads * d.head_dim * 2 + d.B * d.heads * d.T * kFloatBytes;
@@ -169,9 +190,15 @@ int64_t loss_working_set(const DeviceShapes& d) {
   return rows * d.vocab * (kFloatBytes + (reduced ? d.operand : 0)) + (cast_here ? d.vocab * d.C * d.operand : 0);
 }
 
-// What the block being backwarded recomputes and holds: the internals remat none keeps.
+// What the block being backwarded recomputes and holds: the internals remat none keeps (the
+// widest kind of block's).
 int64_t replayed_block_bytes(const DeviceShapes& d, Remat remat) {
-  return remat == Remat::kNone ? 0 : block_bytes(d, Remat::kNone) - block_bytes(d, remat);
+  if (remat == Remat::kNone) return 0;
+  int64_t most = 0;
+  for (bool sparse : {false, true})
+    if (sparse ? d.any_sparse() : d.any_dense())
+      most = std::max(most, block_bytes(d, Remat::kNone, sparse) - block_bytes(d, remat, sparse));
+  return most;
 }
 
 // Attention's backward at its widest: the explicit path's probabilities and their gradients
@@ -188,18 +215,24 @@ int64_t attention_working_set(const DeviceShapes& d) {
   return 2 * d.B * d.heads * (d.T / d.context_split) * d.T * kFloatBytes;
 }
 
-// The widest op's gradients in and out: attention's, or the MLP's hidden layer (B, T, 4C').
+// The widest op's gradients in and out: attention's, the MLP's hidden layer (B, T, 4C'), or a
+// sparse MLP's (its routed rows' hidden gradients and the exchanged gradient).
 int64_t backward_working_set(const DeviceShapes& d) {
-  const int64_t hidden = d.full_tokens() * d.mlp * kFloatBytes;
-  return std::max(2 * hidden, attention_working_set(d));
+  const int64_t hidden = d.any_dense() ? d.full_tokens() * d.mlp * kFloatBytes : 0;
+  const int64_t sparse = d.any_sparse() ? sparse_mlp_working_set(d.experts, d.sparse_tokens(), d.C) : 0;
+  return std::max({2 * hidden, sparse, attention_working_set(d)});
 }
 
-ActivationParts activation_parts(const DeviceShapes& d, Remat remat, int64_t layers, bool first_stage,
+// Blocks [begin, end): per_block is the widest block's.
+ActivationParts activation_parts(const DeviceShapes& d, Remat remat, int64_t begin, int64_t end, bool first_stage,
                                  bool last_stage) {
   ActivationParts a;
   a.stage_input = stage_input_bytes(d, first_stage);
-  a.per_block = block_bytes(d, remat);
-  a.blocks = layers * a.per_block;
+  for (int64_t l = begin; l < end; ++l) {
+    const int64_t bytes = block_bytes(d, remat, d.sparse_layer(l));
+    a.per_block = std::max(a.per_block, bytes);
+    a.blocks += bytes;
+  }
   a.head = last_stage ? head_bytes(d) : 0;
   return a;
 }
@@ -266,16 +299,33 @@ int64_t tp_share(const ModelLayout& layout, const ParamInfo& info, const std::st
   return 1;
 }
 
+// bf16 operands: the copies of a sparse layer's expert, router and shared-expert weight shards
+// (FSDP-gathered ones are cast from their gather instead).
+int64_t sparse_weight_copies(const ModelLayout& layout, int64_t operand) {
+  const std::vector<int64_t> sparse = layout.model.sparse_layers();
+  if (sparse.empty() || operand == kFloatBytes) return 0;
+  const std::string prefix = "h." + std::to_string(sparse.front()) + ".moe.";
+  int64_t bytes = 0;
+  for (const auto& p : layout.params)
+    if (p.info.name.rfind(prefix, 0) == 0 && !gathered(layout, p)) bytes += p.sharding.shard_numel() * operand;
+  return bytes;
+}
+
 DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   const ModelConfig& m = layout.model;
   const std::vector<ParamInfo> table = param_table(m, layout.padded_vocab);
-  const BlockWeights w = block_weights(table);
+  // The dense blocks' weights (a model whose first layers are sparse: the first dense layer's).
+  const int64_t dense = first_dense_layer(m);
+  const std::vector<ParamInfo> entries = layer_entries(table, std::max<int64_t>(dense, 0));
+  const BlockWeights w = block_weights(entries);
   DeviceShapes d;
+  d.experts = expert_shapes(layout);
+  for (int64_t l = 0; l < m.n_layer; ++l) d.sparse.push_back(m.moe.sparse_layer(l));
   d.B = rows, d.T = m.block_size, d.C = m.n_embd;
   d.heads = m.n_head / tp_share(layout, *w.attention_in.front(), "heads");
   d.head_dim = m.head_dim();
   d.kv_heads = m.kv_heads() * d.heads / m.n_head;  // split by the same axes as the query heads
-  d.mlp = m.mlp_size() / tp_share(layout, *w.mlp_in.front(), "mlp");
+  d.mlp = dense < 0 ? 0 : m.mlp_size() / tp_share(layout, *w.mlp_in.front(), "mlp");
   d.traits = kept_traits(m, layout.on_gpu);
   const ParamLayout& head = layout.param(head_table(m));
   d.vocab = head.gathered_shape()[0];
@@ -308,6 +358,8 @@ DeviceShapes device_shapes(const ModelLayout& layout, int64_t rows) {
   };
   keep(w.attention_in, d.attn_in, d.block_weight_copies);
   keep(w.attention_out, d.attn_proj_in, d.block_weight_copies);
+  d.sparse_weight_copies = d.block_weight_copies + sparse_weight_copies(layout, operand);
+  if (dense < 0) return d;
   keep(w.mlp_in, d.fc_in, d.block_weight_copies);
   keep(w.mlp_out, d.mlp_proj_in, d.block_weight_copies);
   return d;
@@ -339,12 +391,14 @@ MemoryEstimate estimate_memory(const ModelLayout& layout, int64_t global_batch, 
   const PipelineLayout& pipeline = layout.pipeline;
   const int64_t stage = layout.stage_of(rank);
   // What one (microbatch, chunk) in flight keeps: the stage's largest chunk of blocks.
-  int64_t layers = 0;
-  for (int64_t k = 0; k < pipeline.chunks; ++k)
-    layers = std::max(layers, pipeline.chunk_end(stage, k) - pipeline.chunk_begin(stage, k));
   const int64_t local_batch = global_batch / layout.dp_size() / microbatches;
   const DeviceShapes shapes = device_shapes(layout, local_batch);
-  e.activation_parts = activation_parts(shapes, remat, layers, stage == 0, stage == pipeline.stages() - 1);
+  for (int64_t k = 0; k < pipeline.chunks; ++k) {
+    const ActivationParts chunk = activation_parts(shapes, remat, pipeline.chunk_begin(stage, k),
+                                                   pipeline.chunk_end(stage, k), stage == 0,
+                                                   stage == pipeline.stages() - 1);
+    if (k == 0 || chunk.blocks > e.activation_parts.blocks) e.activation_parts = chunk;
+  }
   e.activations_per_microbatch = e.activation_parts.total();
   e.microbatches_in_flight = microbatches_in_flight(pipeline, schedule, microbatches, stage);
   e.activations = e.activations_per_microbatch * e.microbatches_in_flight;
@@ -383,7 +437,7 @@ int64_t stage_activation_bytes(const ModelLayout& layout, int64_t global_batch, 
   // Chunk k of the stage is virtual stage k * stages() + stage: the embeddings come before the
   // first stage's chunk 0, the head after the last stage's last chunk.
   for (int64_t k = 0; k < pipeline.chunks; ++k)
-    bytes += activation_parts(d, remat, pipeline.chunk_end(stage, k) - pipeline.chunk_begin(stage, k),
+    bytes += activation_parts(d, remat, pipeline.chunk_begin(stage, k), pipeline.chunk_end(stage, k),
                               stage == 0 && k == 0, stage == last && k == pipeline.chunks - 1)
                  .total();
   return bytes;
@@ -430,13 +484,25 @@ MemoryEstimate estimate_unsharded_memory(const ModelConfig& model, int64_t globa
   d.operand = operand;
   // One kept input per group of layers (in the operand dtype), and a copy of each weight.
   const std::vector<ParamInfo> table = param_table(model, model.vocab_size);
-  const BlockWeights w = block_weights(table);
+  const int64_t dense = first_dense_layer(model);
+  const std::vector<ParamInfo> entries = layer_entries(table, std::max<int64_t>(dense, 0));
+  const BlockWeights w = block_weights(entries);
+  if (dense < 0) d.mlp = 0;
+  d.experts = unsharded_expert_shapes(model);
+  for (int64_t l = 0; l < model.n_layer; ++l) d.sparse.push_back(model.moe.sparse_layer(l));
   d.attn_in = d.attn_proj_in = d.fc_in = d.mlp_proj_in = operand;
   if (operand != kFloatBytes) d.head_weight_copy = d.vocab * d.C * operand;
   d.gpu = on_gpu;
-  if (operand != kFloatBytes)
+  if (operand != kFloatBytes) {
     for (const ParamInfo* info : w.all()) d.block_weight_copies += product(info->shape) * operand;
-  e.activation_parts = activation_parts(d, remat, model.n_layer, true, true);
+    for (const ParamInfo* info : w.attention_in) d.sparse_weight_copies += product(info->shape) * operand;
+    for (const ParamInfo* info : w.attention_out) d.sparse_weight_copies += product(info->shape) * operand;
+    const std::vector<int64_t> sparse = model.sparse_layers();
+    const std::string prefix = sparse.empty() ? "" : "h." + std::to_string(sparse.front()) + ".moe.";
+    for (const ParamInfo& p : table)
+      if (!prefix.empty() && p.name.rfind(prefix, 0) == 0) d.sparse_weight_copies += product(p.shape) * operand;
+  }
+  e.activation_parts = activation_parts(d, remat, 0, model.n_layer, true, true);
   e.backward_working_set = std::max(backward_working_set(d), loss_working_set(d));
   e.recompute = replayed_block_bytes(d, remat);
   e.activations_per_microbatch = e.activation_parts.total();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "inspect/expert_memory.h"
 #include "inspect/memory_estimate.h"
 #include "inspect/memory_verdict.h"
 #include "inspect/param_groups.h"
@@ -137,6 +138,44 @@ std::string show_text(const ModelLayout& layout, const std::string& name) {
   for (const auto& p : layout.params) names.push_back(p.info.name);
   throw UsageError(fmt::format("--show {}: no such parameter; parameters are: {}", name, fmt::join(names, ", ")));
 }
+// Routed experts: how many, where, and the parameters a token activates (k of E experts').
+struct ExpertSummary {
+  ExpertShapes shapes;
+  int64_t sparse_layers = 0, active_params = 0;
+};
+
+ExpertSummary expert_summary(const ModelLayout& layout) {
+  ExpertSummary s;
+  s.shapes = expert_shapes(layout);
+  s.sparse_layers = static_cast<int64_t>(layout.model.sparse_layers().size());
+  for (const auto& p : layout.params) {
+    const int64_t n = report_element_count(p.info.shape);
+    const bool expert = !p.info.logical.empty() && p.info.logical.front() == "expert";
+    s.active_params += expert ? n / s.shapes.experts * s.shapes.per_token : n;
+  }
+  return s;
+}
+
+std::string experts_text(const ModelLayout& layout) {
+  const ExpertSummary s = expert_summary(layout);
+  const ExpertShapes& e = s.shapes;
+  if (!e.enabled()) return "";
+  const std::string where =
+      e.expert_parallel > 1
+          ? fmt::format("split over {}: {} per device, tokens sent to them and back by all-to-all over {}",
+                        fmt::join(e.expert_axes, "x"), e.experts / e.expert_parallel, fmt::join(e.expert_axes, "x"))
+          : std::string("all on every device (no [expert, AXIS] rule)");
+  return fmt::format("experts: {} per sparse layer in {} of {} layers, {} per token ({} parameters active per token); {}\n",
+                     e.experts, s.sparse_layers, layout.model.n_layer, e.per_token, s.active_params, where);
+}
+
+nlohmann::json experts_json(const ModelLayout& layout) {
+  const ExpertSummary s = expert_summary(layout);
+  const ExpertShapes& e = s.shapes;
+  return {{"num_experts", e.experts},         {"per_token", e.per_token},
+          {"sparse_layers", s.sparse_layers}, {"active_params", s.active_params},
+          {"axes", e.expert_axes},            {"per_device", e.experts / e.expert_parallel}};
+}
 }  // namespace
 
 std::string inspect_text(const Config& config, const ModelLayout& layout, const InspectTextOptions& options) {
@@ -156,6 +195,7 @@ std::string inspect_text(const Config& config, const ModelLayout& layout, const 
     out += fmt::format("vocab {} padded to {}, a multiple of {} ids per shard of the vocab dim ({} padding rows, "
                        "masked out of the loss)\n",
                        m.vocab_size, layout.padded_vocab, kVocabShardMultiple, layout.padded_vocab - m.vocab_size);
+  out += experts_text(layout);
   out += "\n" + params_table_text(layout, options.all_rows);
   if (const std::string pipeline = pipeline_text(config, layout); !pipeline.empty()) out += "\n" + pipeline;
 
@@ -198,6 +238,7 @@ nlohmann::json inspect_json(const Config& config, const ModelLayout& layout) {
                           {"dominant_term", dominant_term(sharded)},
                           {"single_device", memory_json(single)}}}};
   if (staged) out["pipeline"] = pipeline_json(config, layout);
+  if (config.model.moe.enabled()) out["experts"] = experts_json(layout);
   return out;
 }
 

@@ -181,6 +181,40 @@ TEST_CASE("inspect: llama configs: SmolLM2-135M's 134,515,008 parameters, and ll
   CHECK(seen_head);
 }
 
+// Routed experts: Mixtral-8x7B's 46,702,792,704 parameters (32 blocks of q, o 4096^2, k, v 4096 x
+// 1024, a 4096 x 8 router, 8 experts of gate, up, down 4096 x 14336, two norms; ln_f; embedding and
+// head 32000 x 4096), 12,879,925,248 active (2 of 8 experts), one expert per device on its own
+// 8-way axis; moe-tiny's 8 experts 4 per device over the data axis, shown in the text too.
+TEST_CASE("inspect: expert configs: Mixtral-8x7B's parameters, active parameters and expert shards") {
+  const nlohmann::json mixtral = inspect_json("mixtral-8x7b.yaml");
+  CHECK(mixtral["totals"]["param_bytes_global"].get<double>() == 46702792704.0 * 4);
+  CHECK(mixtral["experts"]["active_params"].get<double>() == 12879925248.0);
+  CHECK(mixtral["experts"]["axes"] == nlohmann::json{"expert"});
+  CHECK(mixtral["experts"]["per_device"] == 1);
+  const nlohmann::json tiny = inspect_json("moe-tiny.yaml");
+  CHECK(tiny["experts"]["num_experts"] == 8);
+  CHECK(tiny["experts"]["per_device"] == 4);
+  CHECK(tiny["experts"]["sparse_layers"] == 4);
+  int seen = 0;
+  for (const auto& p : tiny["params"]) {
+    if (p["name"] == "h.0.moe.experts.down") {
+      ++seen;
+      CHECK(p["logical"] == nlohmann::json{"expert", "mlp", "embed"});
+      CHECK(p["spec"] == nlohmann::json{"data", nullptr, nullptr});
+      CHECK(p["shard_shape"] == nlohmann::json{4, 128, 128});
+      CHECK(p["bytes_per_device"] == 4 * 128 * 128 * 4);
+    }
+    if (p["name"] == "h.0.moe.router.weight") {
+      ++seen;
+      CHECK(p["logical"] == nlohmann::json{"embed", nullptr});
+    }
+  }
+  CHECK(seen == 2);
+  const auto text = inspect({"--config", source_path("configs/moe-tiny.yaml")});
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.output.find("experts: 8 per sparse layer in 4 of 4 layers, 2 per token") != std::string::npos);
+}
+
 TEST_CASE("inspect: a pipeline's stages, what they hold, their memory and the bubble") {
   TempDir dir;
   const std::string path = dir.file("pipeline.yaml");

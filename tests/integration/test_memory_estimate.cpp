@@ -200,3 +200,34 @@ TEST_CASE("memory estimate: optimizer state under AdamW and Muon equals what the
     CHECK(estimate["adamw"]["optimizer"].get<int64_t>() - estimate["muon"]["optimizer"].get<int64_t>() == matrices);
   }
 }
+
+// Routed experts (model.moe): 8 experts of width 96, 2 per token, in both layers of the llama. The
+// activation estimate (k routed rows per token through the device's experts, the router's and the
+// mixing's tensors; balanced routing assumed) against graph_bytes, on one process and with the
+// experts split over the data axis and over an axis of their own; the state exactly, each device
+// holding its share of the experts.
+TEST_CASE("memory estimate: routed experts on one process, over the data axis and over their own axis") {
+  TinyRun run;
+  const std::vector<std::string> moe{"--set", "model.arch=llama", "--set", "model.n_kv_head=2", "--set",
+                                     "model.tie_embeddings=false", "--set", "model.moe.num_experts=8", "--set",
+                                     "model.moe.num_experts_per_tok=2", "--set", "model.moe.moe_intermediate_size=96",
+                                     "--set", "model.moe.norm_topk_prob=true"};
+  const std::string others = "[vocab, null], [heads, null], [mlp, null], [embed, null], [seq, null], [kv, null]]";
+  const std::map<std::string, std::vector<std::string>> cases{
+      {"moe-single", mesh_args("[1]", "[data]", "[[batch, data], [expert, null], " + others)},
+      {"moe-ep-2-data", mesh_args("[2]", "[data]", "[[batch, data], [expert, data], " + others)},
+      {"moe-ep-2-own-axis", mesh_args("[2,2]", "[data,expert]", "[[batch, [data, expert]], [expert, expert], " + others)}};
+  std::map<std::string, nlohmann::json> memory;
+  for (const auto& [name, mesh] : cases) {
+    memory[name] = check_estimate(run, name, with(moe, mesh));
+    const nlohmann::json& e = memory[name];
+    const int64_t state = e["params"].get<int64_t>() + e["grads"].get<int64_t>() + e["optimizer"].get<int64_t>();
+    CHECK(state == read_summary(run.dir.file(name))["state_bytes_per_rank"].get<int64_t>());
+  }
+  // The experts' gate, up and down, (8, 64, 96) each, in 2 layers: half of them on each of 2 devices.
+  const int64_t experts = 2 * 3 * 8 * 64 * 96 * 4;
+  CHECK(memory["moe-single"]["params"].get<int64_t>() - memory["moe-ep-2-data"]["params"].get<int64_t>() == experts / 2);
+  CHECK(memory["moe-ep-2-own-axis"]["params"] == memory["moe-ep-2-data"]["params"]);
+  // Each device of the [2, 2] mesh routes a quarter of the batch: a quarter of the routed activations.
+  CHECK(memory["moe-ep-2-own-axis"]["activations"].get<int64_t>() < memory["moe-ep-2-data"]["activations"].get<int64_t>());
+}
