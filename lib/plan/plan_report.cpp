@@ -51,12 +51,12 @@ nlohmann::json plans_json(const std::vector<RankedPlan>& plans, size_t top, cons
     const PlanChoice& c = p.choice;
     nlohmann::json cost{{"total_s", p.cost.total_s}, {"compute_s", p.cost.compute_s}, {"memory_s", p.cost.memory_s},
                         {"bubble_s", p.cost.bubble_s}, {"flops", p.cost.flops}, {"dominant", p.cost.dominant()},
-                        {"comm_s", p.cost.comm_s}};
+                        {"comm_s", p.cost.comm_s}, {"all_to_all_bytes", p.cost.all_to_all_bytes}};
     out["plans"].push_back({{"rank", i + 1},
                             {"mesh", {{"shape", p.config.mesh.shape}, {"axes", p.config.mesh.axes}}},
                             {"sharding", describe_choice(c)},
                             {"data", c.data}, {"fsdp", c.fsdp}, {"context", c.context}, {"model", c.model},
-                            {"stage", c.stage},
+                            {"stage", c.stage}, {"expert", c.expert}, {"experts_on", experts_on(c)},
                             {"sequence_parallel", c.sequence_parallel}, {"microbatches", c.microbatches},
                             {"schedule", name_of(c.schedule)}, {"remat", name_of(c.remat)},
                             {"context_exchange", name_of(c.context_exchange)},

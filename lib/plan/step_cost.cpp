@@ -8,6 +8,13 @@
 // blocks' forward, selective the attention core. Under train.optimizer muon, once per step: the
 // Newton-Schulz FLOPs of the stage member that owns the most (muon/muon_matrices.h's placement),
 // and each Muon matrix's all-gather along its sharded dims and its broadcast from its owner.
+// A sparse layer (model.moe) computes k of its E experts per token (the router's 2CE, k expert
+// SwiGLUs of 6CI over the experts' mlp share, a shared expert's 6CS and its gate's 2C), on any
+// expert layout: balanced routing gives each device k rows per token it sends. Expert parallelism
+// adds, per sparse layer and microbatch, the counts' all-gather and two all-to-alls forward (the
+// rows out in the matmul dtype, the outputs home in fp32), the same two reversed backward, and a
+// replayed forward's again under remat full; an expert's gradient is whole where it is held (its
+// tokens came to it), so it is not all-reduced over the expert axes.
 #include "plan/step_cost.h"
 
 #include <algorithm>
@@ -17,6 +24,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "inspect/expert_memory.h"
+#include "kernels/cpu/cpu_features.h"
 #include "model/params.h"
 #include "muon/muon_matrices.h"
 #include "util/error.h"
@@ -54,7 +63,11 @@ struct StageShape {
   double tokens = 0;  // one microbatch's tokens on one device
   int64_t tp_heads = 1, tp_mlp = 1, tp_vocab = 1;
   double vocab = 0, C = 0, T = 0;
-  double block_dense = 0;  // matmul FLOPs per token of one block's dense layers on one device, forward
+  double block_dense = 0;  // matmul FLOPs per token of one dense block's dense layers on one device, forward
+  double sparse_block = 0; // the same for a block whose MLP is the routed experts (k of E active)
+  int64_t sparse_layers = 0;  // the stage's sparse blocks (over all its chunks)
+  ExpertShapes experts;
+  double operand = kFloatBytes;  // bytes per matmul operand (the rows the experts' all-to-all sends)
   int64_t cp = 1;
   bool ring = false;  // ring attention: only the visible blocks, (2cp + 1) of 4cp, are computed
 };
@@ -67,12 +80,44 @@ int64_t tp_share(const ModelLayout& layout, const ParamInfo& info, const std::st
   return 1;
 }
 
-// The mesh axes the MLP's hidden dim is split over: the blocks' tensor parallelism.
+// The mesh axes the MLP's hidden dim is split over: the blocks' tensor parallelism (a model
+// without a dense MLP: its experts' mlp dim).
 std::vector<std::string> mlp_tp_axes(const ModelLayout& layout) {
-  const std::vector<ParamInfo> table = param_table(layout.model, layout.padded_vocab);
+  const int64_t dense = first_dense_layer(layout.model);
+  if (dense < 0) return expert_shapes(layout).mlp_share > 1 ? layout.param("h.0.moe.experts.gate").tp_axes[2]
+                                                             : std::vector<std::string>{};
+  const std::vector<ParamInfo> table = layer_entries(param_table(layout.model, layout.padded_vocab), dense);
   const ParamInfo& fc = *block_weights(table).mlp_in.front();
   const size_t dim = static_cast<size_t>(std::find(fc.logical.begin(), fc.logical.end(), "mlp") - fc.logical.begin());
   return layout.param(fc.name).tp_axes[dim];
+}
+
+// Forward matmul FLOPs per token of `group`'s weights on one device: 2 x each over its
+// tensor-parallel share.
+double group_flops(const ModelLayout& layout, const std::vector<const ParamInfo*>& group) {
+  double flops = 0;
+  for (const ParamInfo* info : group) {
+    const ParamLayout& p = layout.param(info->name);
+    int64_t share = 1;
+    for (const auto& axes : p.tp_axes) share *= layout.mesh.axes_size(axes);
+    const int64_t numel = std::accumulate(info->shape.begin(), info->shape.end(), int64_t{1}, std::multiplies<>());
+    flops += 2 * static_cast<double>(numel) / static_cast<double>(share);
+  }
+  return flops;
+}
+
+// Forward matmul FLOPs per token of a sparse MLP on one device: the router's, k experts', and a
+// shared expert with its gate.
+double sparse_mlp_flops(const ExpertShapes& e, double C) {
+  const double k = static_cast<double>(e.per_token), E = static_cast<double>(e.experts);
+  const double I = static_cast<double>(e.expert_mlp), S = static_cast<double>(e.shared_mlp);
+  return 2 * C * E + k * 6 * C * I + (S > 0 ? 6 * C * S + 2 * C : 0);
+}
+
+// The bytes of a matmul operand where the products run (inspect's operand_bytes).
+double operand_bytes_of(const ModelLayout& layout) {
+  const bool bf16 = layout.model.matmul_dtype == MatmulDtype::kBFloat16;
+  return bf16 && (layout.on_gpu || kernels::cpu::takes_bf16_products()) ? 2 : kFloatBytes;
 }
 
 StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t stage) {
@@ -87,18 +132,19 @@ StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t 
   // Context parallelism: T / cp of each row's positions (their queries still attend over all T keys).
   s.tokens = static_cast<double>(config.data.batch_size / layout.dp_size() / config.train.microbatches * m.block_size /
                                  layout.cp_size());
-  const std::vector<ParamInfo> table = param_table(m, layout.padded_vocab);
+  // The dense blocks' weights (a model whose first layers are sparse: the first dense layer's).
+  const int64_t dense = first_dense_layer(m);
+  const std::vector<ParamInfo> table = layer_entries(param_table(m, layout.padded_vocab), std::max<int64_t>(dense, 0));
   const BlockWeights w = block_weights(table);
   s.tp_heads = tp_share(layout, *w.attention_in.front(), "heads");
-  s.tp_mlp = tp_share(layout, *w.mlp_in.front(), "mlp");
   s.tp_vocab = layout.mesh.axes_size(layout.param(head_table(m)).tp_axes[0]);
-  for (const ParamInfo* info : w.all()) {
-    const ParamLayout& p = layout.param(info->name);
-    int64_t share = 1;
-    for (const auto& axes : p.tp_axes) share *= layout.mesh.axes_size(axes);
-    const int64_t numel = std::accumulate(info->shape.begin(), info->shape.end(), int64_t{1}, std::multiplies<>());
-    s.block_dense += 2 * static_cast<double>(numel) / static_cast<double>(share);
-  }
+  const double attention = group_flops(layout, w.attention_in) + group_flops(layout, w.attention_out);
+  s.block_dense = attention + (dense < 0 ? 0 : group_flops(layout, w.mlp_in) + group_flops(layout, w.mlp_out));
+  s.experts = expert_shapes(layout);
+  if (s.experts.enabled()) s.sparse_block = attention + sparse_mlp_flops(s.experts, static_cast<double>(m.n_embd));
+  for (int64_t k = 0; k < p.chunks; ++k)
+    for (int64_t l = p.chunk_begin(stage, k); l < p.chunk_end(stage, k); ++l) s.sparse_layers += m.moe.sparse_layer(l);
+  s.operand = operand_bytes_of(layout);
   s.vocab = static_cast<double>(layout.padded_vocab), s.C = static_cast<double>(m.n_embd);
   s.T = static_cast<double>(m.block_size);
   s.cp = layout.cp_size();
@@ -121,9 +167,11 @@ MicrobatchFlops microbatch_flops(const StageShape& s, Remat remat) {
   const double core_passes = s.ring ? 3.5 : 3;
   const double layers = static_cast<double>(s.layers);
   const double head = s.last ? s.tokens * 2 * s.C * s.vocab / static_cast<double>(s.tp_vocab) : 0;
-  const double dense = s.tokens * s.block_dense, core = s.tokens * attn_core * visible;
-  MicrobatchFlops f{3 * (layers * dense + head), core_passes * layers * core};
-  if (remat == Remat::kFull) f.dense += layers * dense, f.core += layers * core;
+  const double sparse = static_cast<double>(s.sparse_layers);
+  const double blocks = s.tokens * ((layers - sparse) * s.block_dense + sparse * s.sparse_block);
+  const double core = s.tokens * attn_core * visible;
+  MicrobatchFlops f{3 * (blocks + head), core_passes * layers * core};
+  if (remat == Remat::kFull) f.dense += blocks, f.core += layers * core;
   if (remat == Remat::kSelective) f.core += layers * core;
   return f;
 }
@@ -166,6 +214,29 @@ double context_parallel_s(const Config& config, const ModelLayout& layout, const
   return static_cast<double>(s.layers) * (2 + replays) * ring_gather(link, kv, n);
 }
 
+// Expert parallelism, one microbatch: the bytes a device sends by all-to-all (each of the four
+// exchanges per sparse layer: forward the rows out and the outputs home, backward their gradients
+// the other way), and their seconds with each exchange's and the counts' gather's latency.
+struct ExpertExchange {
+  double bytes = 0, seconds = 0;
+};
+
+ExpertExchange expert_parallel_exchange(const Config& config, const StageShape& s, const MachineRates& r) {
+  const ExpertShapes& e = s.experts;
+  const int64_t n = e.expert_parallel;
+  if (s.sparse_layers == 0 || n == 1) return {};
+  const LinkRate link = r.link(e.expert_axes, n);
+  const double rows = s.tokens * static_cast<double>(e.per_token);
+  const double forward = all_to_all_bytes(rows, s.C * s.operand, n) + all_to_all_bytes(rows, s.C * kFloatBytes, n);
+  const double replays = config.runtime.remat == Remat::kFull ? 1 : 0;
+  const double layers = static_cast<double>(s.sparse_layers);
+  ExpertExchange x;
+  x.bytes = layers * (2 + replays) * forward;
+  // Per forward (and replay): the counts' all-gather and 2 exchanges; backward: 2 exchanges.
+  x.seconds = layers * ((1 + replays) * 3 + 2) * link.latency_s + x.bytes / link.bytes_per_s;
+  return x;
+}
+
 // FSDP, one microbatch: each sharded weight gathered for forward and again for backward, its
 // gradient reduce-scattered; a replayed forward gathers once more.
 double fsdp_s(const Config& config, const ModelLayout& layout, int64_t rank, const MachineRates& r) {
@@ -203,7 +274,9 @@ void step_collectives(const Config& config, const ModelLayout& layout, int64_t r
   std::map<std::vector<std::string>, double> bytes_by_axes;
   for (const auto& p : layout.params) {
     if (!p.sharding.holds(rank)) continue;
-    const auto sharded = all_axes(p.fsdp_axes);
+    // An expert's gradient is whole where it is held: every member's tokens reached it.
+    auto sharded = all_axes(p.fsdp_axes);
+    sharded.insert(sharded.end(), p.expert_axes.begin(), p.expert_axes.end());
     std::vector<std::string> replicated;
     for (const auto& a : layout.token_axes())
       if (std::find(sharded.begin(), sharded.end(), a) == sharded.end()) replicated.push_back(a);
@@ -291,7 +364,8 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
   const double traffic = (kActivationPasses * plain + replayed) / r.memory_bytes_per_s;
   const double tp = tensor_parallel_s(config, layout, s, r), fsdp = fsdp_s(config, layout, rank, r);
   const double p2p = pipeline_p2p_s(layout, s, r), cp = context_parallel_s(config, layout, s, r);
-  const double per_microbatch = compute + traffic + tp + fsdp + p2p + cp;
+  const ExpertExchange ep = expert_parallel_exchange(config, s, r);
+  const double per_microbatch = compute + traffic + tp + fsdp + p2p + cp + ep.seconds;
   const MuonStepCost muon = muon_step_cost(config, layout, rank, r);
   cost.flops += muon.busiest_flops;
   cost.compute_s = M * compute + muon.busiest_flops / r.matmul_flops_per_s;
@@ -304,12 +378,14 @@ StepCost stage_cost(const Config& config, const ModelLayout& layout, const Memor
     cost.comm_s[fmt::format("CP K/V {} ({})", s.ring ? "ring" : "gather/scatter", fmt::join(layout.context_axes, "x"))] =
         M * cp;
   if (p2p > 0) cost.comm_s[fmt::format("stage send/receive ({})", layout.pipeline.axis)] = M * p2p;
+  if (ep.seconds > 0) cost.comm_s[fmt::format("EP all-to-all ({})", fmt::join(s.experts.expert_axes, "x"))] = M * ep.seconds;
+  cost.all_to_all_bytes = M * ep.bytes;
   const double slots = pipeline_fill_slots(config.runtime.pipeline_schedule, layout.pipeline.stages(), config.train.microbatches,
                                           config.runtime.virtual_stages);
   // The step is as long as the schedule's critical path (its slots, each computing as fast as a
   // device alone: idle peers lend it their shared cores; transfers no faster) or its work (M slots
   // with every device busy), whichever is longer; on a device per rank, (slots - M) idle slots.
-  const double critical_slot = (compute + traffic) / r.lone_speedup + tp + fsdp + p2p + cp;
+  const double critical_slot = (compute + traffic) / r.lone_speedup + tp + fsdp + p2p + cp + ep.seconds;
   cost.bubble_s = std::max(0.0, slots * critical_slot - M * per_microbatch);
   step_collectives(config, layout, rank, r, cost);
   cost.total_s = cost.compute_s + cost.memory_s + cost.comm_total() + cost.bubble_s;

@@ -5,7 +5,8 @@
 //   memory    the elementwise traffic (activations written, read back, their gradients; the AdamW
 //             update) / the measured memory rate
 //   comm      per mesh axis, bytes per collective through the axis's latency and bandwidth (Muon:
-//             each matrix's all-gather and its owner's broadcast, "Muon gather/broadcast")
+//             each matrix's all-gather and its owner's broadcast, "Muon gather/broadcast"; expert
+//             parallelism: the routed rows' all-to-alls, "EP all-to-all")
 //   bubble    the pipeline's idle slots under its schedule (less where idle ranks lend shared cores)
 // No overlap of communication with compute is assumed (an upper bound where the runtime overlaps).
 #pragma once
@@ -26,6 +27,7 @@ struct StepCost {
   double compute_s = 0;
   double memory_s = 0;
   std::map<std::string, double> comm_s;  // by what: "TP all-reduce (model)", "grad all-reduce (data)", ...
+  double all_to_all_bytes = 0;  // expert parallelism: what the busiest device sends by all-to-all per step
   double bubble_s = 0;
   double total_s = 0;
   double comm_total() const;

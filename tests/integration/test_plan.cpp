@@ -353,3 +353,53 @@ TEST_CASE("plan: docs/planner.md's GPT-2 124M commands answer, and the emitted c
   REQUIRE_MESSAGE(loaded.exit_code == 0, loaded.output);
   CHECK(nlohmann::json::parse(loaded.output)["mesh"]["shape"].size() >= 1);
 }
+
+// Routed experts: the tiny llama with 8 experts, 2 per token, in both layers. Each token computes
+// 2 of the 8 experts, on any layout; expert parallelism over the data axis sends each device's
+// routed rows out and home by all-to-all (forward and backward) and spares the experts' gradient
+// all-reduce and most of their optimizer traffic. With wide experts and a small batch it pays;
+// with a large batch the all-to-alls cost more than it spares.
+TEST_CASE("plan: expert parallelism counts k of E experts' FLOPs and its all-to-all bytes, and ranks first where it pays") {
+  TinyRun run;
+  const std::string rates = rates_file(run);
+  const std::vector<std::string> moe{"--set", "model.arch=llama", "--set", "model.n_head=4", "--set",
+                                     "model.n_kv_head=2", "--set", "model.tie_embeddings=false", "--set",
+                                     "model.moe.num_experts=8", "--set", "model.moe.num_experts_per_tok=2", "--set",
+                                     "model.moe.moe_intermediate_size=512"};
+  auto plan_of = [](const nlohmann::json& all, const std::string& sharding) {
+    for (const auto& p : all["plans"])
+      if (p["sharding"] == sharding && p["microbatches"] == 1 && p["remat"] == "none") return p;
+    FAIL("no plan " << sharding);
+    return nlohmann::json();
+  };
+  const nlohmann::json small = plans(run, rates, moe);
+  const nlohmann::json dp = plan_of(small, "DP4"), ep = plan_of(small, "DP4 EP4(data)");
+  CHECK(ep["experts_on"] == "data");
+  CHECK(plan_of(small, "DP2 EP2")["experts_on"] == "expert");
+  // Per token and block, forward: q and o 2 x 32 x 32 each, k and v 2 x 32 x 16 each; the router
+  // 2 x 32 x 8; 2 experts' SwiGLU, 3 products of 32 x 512 each; attention's core 4 T C. The head
+  // 2 C V (the vocabulary padded to 128). DP4: 2 rows of 16 positions per device.
+  const double tokens = 2 * 16, C = 32, T = 16, V = 128;
+  const double block = 2 * (2 * C * C + 2 * C * 16) + 2 * C * 8 + 2 * 3 * 2 * C * 512 + 4 * T * C;
+  const double flops = 3 * tokens * (2 * block + 2 * C * V);
+  CHECK(dp["cost"]["flops"].get<double>() == doctest::Approx(flops));
+  CHECK(ep["cost"]["flops"].get<double>() == doctest::Approx(flops));  // the same work, spread by expert
+  // Per sparse layer, forward: 2 rows per token, 3/4 of them to the 3 other devices, out in fp32
+  // and home in fp32; backward the same. 2 layers; each forward 3 latencies (the counts' gather and
+  // 2 exchanges), each backward 2, at the 4-device link (80 us, 1.5 GB/s).
+  const double bytes = 2 * 2 * (2 * tokens * C * 4 * 3 / 4 * 2);
+  CHECK(dp["cost"]["all_to_all_bytes"].get<double>() == 0);
+  CHECK(ep["cost"]["all_to_all_bytes"].get<double>() == doctest::Approx(bytes));
+  CHECK(ep["cost"]["comm_s"]["EP all-to-all (data)"].get<double>() == doctest::Approx(2 * 5 * 80e-6 + bytes / 1.5e9));
+  CHECK_FALSE(dp["cost"]["comm_s"].contains("EP all-to-all (data)"));
+  // Each device holds 2 of each layer's 8 experts (3 x (8, 32, 512) fp32 per layer): 3/4 fewer.
+  const double expert_bytes = 2 * 3 * 8 * 32 * 512 * 4;
+  CHECK(dp["memory"]["params"].get<double>() - ep["memory"]["params"].get<double>() == expert_bytes * 3 / 4);
+  CHECK(ep["rank"].get<int>() < dp["rank"].get<int>());
+  // 512 times the batch: 64 routed rows per token's device become 32768, and the all-to-alls
+  // outweigh the gradient all-reduce they spare.
+  const nlohmann::json large = plans(run, rates, with(moe, {"--set", "data.batch_size=4096"}));
+  const nlohmann::json dp_large = plan_of(large, "DP4"), ep_large = plan_of(large, "DP4 EP4(data)");
+  CHECK(ep_large["cost"]["all_to_all_bytes"].get<double>() == doctest::Approx(512 * bytes));
+  CHECK(dp_large["rank"].get<int>() < ep_large["rank"].get<int>());
+}
