@@ -178,6 +178,24 @@ TEST_CASE("eval: spmd-train eval gives every example's per-choice losses on any 
   CHECK(limited["examples"].size() == 3);
 }
 
+TEST_CASE("eval: a mixture of experts gives one process's per-choice losses with its experts over 2 ranks and EP x TP") {
+  const EvalRun& run = eval_run();
+  const std::string ck = run.dir.file("ck-experts");
+  const std::string rules =
+      "[[batch, data], [expert, data], [vocab, model], [heads, model], [mlp, model], [embed, null], [seq, null], [kv, null]]";
+  auto r = run.train(run.dir.file("out-experts"),
+                     {"--set", "checkpoint.dir=" + ck, "--set", "checkpoint.every=4", "--set", "model.arch=llama", "--set",
+                      "model.moe={num_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 32}", "--set",
+                      "sharding_rules=" + rules, "--set", "eval.tasks=[]"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const auto want = run.eval({"--checkpoint", ck});
+  REQUIRE(want["n"] == 16);
+  for (const char* shape : {"[2,1]", "[2,2]"}) {
+    CAPTURE(shape);
+    check_same_scores(run.eval({"--checkpoint", ck, "--set", std::string("mesh.shape=") + shape}), want);
+  }
+}
+
 TEST_CASE("eval: a bad task file or eval key exits 2 naming the file, line, field or key") {
   const EvalRun& run = eval_run();
   const std::string bad = run.dir.file("bad.jsonl");
