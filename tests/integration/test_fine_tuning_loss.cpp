@@ -171,3 +171,32 @@ TEST_CASE("fine-tuning: where every token is a target the losses are pretraining
   for (size_t i = 0; i < plain.val_loss.size(); ++i) CHECK(marked.val_loss[i] == plain.val_loss[i]);
   CHECK((grad_norms(run.dir.file("marked")) == grad_norms(run.dir.file("pretraining"))));
 }
+
+TEST_CASE("fine-tuning: spmd-prepare's fine-tuning options without --format, or chats without a tokenizer, exit 2") {
+  TempDir dir;
+  write_file(dir.file("rows.jsonl"), "{\"prompt\": \"a\", \"completion\": \"b\"}\n");
+  const std::string prepare = binary_path("spmd-prepare");
+  check_failed_with(run_process({prepare, "--input", dir.file("rows.jsonl"), "--out", dir.file("o1"), "--block-size", "8"},
+                                {}, 60),
+                    2, "--format prompt-completion|chat");
+  check_failed_with(run_process({prepare, "--input", dir.file("rows.jsonl"), "--out", dir.file("o2"), "--format", "chat",
+                                 "--block-size", "8"},
+                                {}, 60),
+                    2, "needs --tokenizer");
+  check_failed_with(run_process({prepare, "--input", dir.file("rows.jsonl"), "--out", dir.file("o3"), "--format",
+                                 "prompt-completion", "--tokenizer", dir.path()},
+                                {}, 60),
+                    2, "needs --block-size");
+  CHECK(!std::filesystem::exists(dir.file("o2")));
+}
+
+TEST_CASE("fine-tuning: sample --chat from a checkpoint whose data was not prepared from chats exits 2") {
+  TinyRun run;
+  const std::string data = prepare_char_corpus(run.dir, 400, "chars");
+  const std::string checkpoint = run.dir.file("ckpt");
+  train(run, run.dir.file("out"),
+        with(prepared_data(data, 20), {"--set", "train.steps=2", "--set", "train.eval_every=0", "--set",
+                                       "checkpoint.every=2", "--set", "checkpoint.dir=" + checkpoint}));
+  const auto r = run_process({binary_path("spmd-train"), "sample", "--checkpoint", checkpoint, "--chat", "hi"}, {}, 120);
+  check_failed_with(r, 2, "--chat: the tokenizer's dataset was not prepared from chats");
+}
