@@ -119,6 +119,11 @@ void setup_fine_tuning_options(CLI::App& app, PrepareArgs& args) {
 
 // --format prompt-completion|chat: spmd::prepare_sft.
 int run_prepare_sft(PrepareArgs& args) {
+  const spmd::PrepareOptions& opt = args.options;
+  SPMD_CHECK(opt.shard_tokens == 0 && opt.val_tokens < 0 && opt.exclude.empty() && !opt.skip_bad_lines &&
+                 opt.json_key == "text",
+             "--shard-tokens, --val-tokens, --exclude, --skip-bad-lines and --json-key are for text corpora, not "
+             "--format {} (a bad row stops it, naming file:line; --val-fraction splits by windows)", args.format);
   spmd::SftPrepareOptions sft;
   sft.inputs = args.options.inputs;
   sft.out_dir = args.options.out_dir;

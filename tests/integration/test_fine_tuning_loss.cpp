@@ -172,7 +172,7 @@ TEST_CASE("fine-tuning: where every token is a target the losses are pretraining
   CHECK((grad_norms(run.dir.file("marked")) == grad_norms(run.dir.file("pretraining"))));
 }
 
-TEST_CASE("fine-tuning: spmd-prepare's fine-tuning options without --format, or chats without a tokenizer, exit 2") {
+TEST_CASE("fine-tuning: spmd-prepare's fine-tuning options without --format, rows without a tokenizer or block size, and corpus options exit 2") {
   TempDir dir;
   write_file(dir.file("rows.jsonl"), "{\"prompt\": \"a\", \"completion\": \"b\"}\n");
   const std::string prepare = binary_path("spmd-prepare");
@@ -187,6 +187,11 @@ TEST_CASE("fine-tuning: spmd-prepare's fine-tuning options without --format, or 
                                  "prompt-completion", "--tokenizer", dir.path()},
                                 {}, 60),
                     2, "needs --block-size");
+  check_failed_with(run_process({prepare, "--input", dir.file("rows.jsonl"), "--out", dir.file("o4"), "--format",
+                                 "prompt-completion", "--tokenizer", dir.path(), "--block-size", "8", "--shard-tokens",
+                                 "100"},
+                                {}, 60),
+                    2, "are for text corpora, not --format prompt-completion");
   CHECK(!std::filesystem::exists(dir.file("o2")));
 }
 
