@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hf/hf_moe_config.h"
 #include "hf/name_map.h"
 #include "util/error.h"
 #include "util/json_file.h"
@@ -113,17 +114,19 @@ void check_rope(const std::string& path, const Json& j, const ModelConfig& model
 }
 
 void check_llama(const std::string& path, Json j, const ModelConfig& model) {
-  const std::string type = j.value("model_type", "llama");
-  SPMD_CHECK(type == "llama", "train.init_from: {} has model_type = \"{}\"; model.arch: llama reads Llama folders",
-             path, type);
-  if (!j.contains("num_key_value_heads") && j.contains("num_attention_heads"))
-    j["num_key_value_heads"] = j["num_attention_heads"];  // transformers' default: one per query head
+  check_hf_family_config(path, j, model);  // the folder's family is model.*'s
+  const HfNameMap& map = hf_map(model);
+  if (!j.contains("num_key_value_heads") && j.contains("num_attention_heads"))  // transformers' default
+    j["num_key_value_heads"] = map.default_kv_heads > 0 ? Json(map.default_kv_heads) : j["num_attention_heads"];
+  const bool head_dim_absent = !j.contains("head_dim") || j["head_dim"].is_null();
+  if (head_dim_absent && map.default_head_dim > 0) j["head_dim"] = map.default_head_dim;
   check_sizes(path, j, model);
   if (j.contains("head_dim") && !j["head_dim"].is_null())
     SPMD_CHECK(j["head_dim"] == model.head_dim(),
-               "train.init_from: {} has head_dim = {} but model.n_embd / model.n_head = {}; spmd-train's heads "
-               "split the width evenly",
-               path, j["head_dim"].dump(), model.head_dim());
+               "train.init_from: {} has head_dim = {}{} but model.n_embd / model.n_head = {}; spmd-train's heads "
+               "split the width evenly (head_dim = n_embd / n_head)",
+               path, j["head_dim"].dump(), head_dim_absent ? " (transformers' default)" : "",
+               model.head_dim());
   check_number(path, j, "rms_norm_eps", 1e-6, "model.rms_norm_eps", model.rms_norm_eps);
   check_rope(path, j, model);
   const bool tied = j.value("tie_word_embeddings", false);
@@ -174,6 +177,7 @@ Json hf_config_json(const ModelConfig& m) {
             {"hidden_act", "silu"}, {"max_position_embeddings", m.block_size}, {"rms_norm_eps", m.rms_norm_eps},
             {"rope_theta", m.rope_theta}, {"rope_scaling", scaling}, {"attention_bias", false},
             {"mlp_bias", false}, {"attention_dropout", 0.0}});
+  add_hf_family_config(m, map, j);
   return j;
 }
 

@@ -1,7 +1,8 @@
 // A Hugging Face config.json against model.* (train.init_from), and the config.json our export
-// writes, per family: GPT-2's (GPT2LMHeadModel) and Llama's (LlamaForCausalLM, in either layout
-// transformers writes: transformers 5's rope_parameters, or the top-level rope_theta and
-// rope_scaling published folders hold).
+// writes, per family: GPT-2's (GPT2LMHeadModel) and the Llama family's (LlamaForCausalLM, in either
+// layout transformers writes: transformers 5's rope_parameters, or the top-level rope_theta and
+// rope_scaling published folders hold; Qwen3's, Qwen3-MoE's, Qwen2-MoE's and Mixtral's keys beside
+// them: hf_moe_config.h).
 #pragma once
 #include <string>
 

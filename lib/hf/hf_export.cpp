@@ -11,6 +11,7 @@
 #include "ckpt/safetensors.h"
 #include "data/meta.h"
 #include "hf/hf_config.h"
+#include "hf/hf_experts.h"
 #include "hf/name_map.h"
 #include "util/durable_file.h"
 #include "util/error.h"
@@ -28,6 +29,10 @@ void write_weights(const WholeParameters& whole, const std::string& out_path) {
     const ParamInfo& info = whole.layout.params[i].info;
     at::Tensor full = whole.tensors[i];
     if (info.padded_dim >= 0) full = full.narrow(info.padded_dim, 0, info.unpadded_size);  // drop vocab padding
+    if (is_expert_weights(info)) {  // one tensor per expert, as save_pretrained writes them
+      for (auto& t : expert_hf_tensors(map, info, full)) out.push_back(std::move(t));
+      continue;
+    }
     out.push_back({hf_name(map, info.name), to_hf_layout(map, info, full)});
   }
   const std::string tmp = out_path + ".tmp";

@@ -1,6 +1,7 @@
 // A checkpoint for the wider ecosystem: consolidated into Hugging Face names and layouts
-// (GPT2LMHeadModel's or LlamaForCausalLM's, by the checkpoint's model.arch), as one safetensors
-// file or as a folder that from_pretrained opens.
+// (GPT2LMHeadModel's, or the Llama family's: LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM,
+// Qwen2MoeForCausalLM or MixtralForCausalLM, by the checkpoint's model.*: hf_map in name_map.h), as
+// one safetensors file or as a folder that from_pretrained opens.
 #pragma once
 #include <string>
 

@@ -1,4 +1,4 @@
-// Hugging Face GPT-2 or Llama checkpoint -> this rank's shards.
+// Hugging Face GPT-2 or Llama-family checkpoint -> this rank's shards.
 #include "hf/hf_import.h"
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hf/hf_config.h"
+#include "hf/hf_experts.h"
 #include "hf/hf_weights.h"
 #include "hf/name_map.h"
 #include "ckpt/safetensors.h"
@@ -44,53 +45,77 @@ std::string shape_key(const HfNameMap& map, const ParamInfo& info, size_t dim) {
     if (info.name.ends_with(".mlp.gate.weight") || info.name.ends_with(".mlp.up.weight"))
       return dim == 0 ? "model.intermediate_size" : "model.n_embd";
     if (info.name.ends_with(".mlp.down.weight")) return dim == 0 ? "model.n_embd" : "model.intermediate_size";
+    if (info.name.ends_with(".moe.router.weight")) return dim == 0 ? "model.moe.num_experts" : "model.n_embd";
+    if (info.name.find(".moe.shared.") != std::string::npos)
+      return (dim == 0) == info.name.ends_with(".down.weight") ? "model.n_embd"
+                                                               : "model.moe.shared_expert_intermediate_size";
   }
+  if (info.name.ends_with("_norm.weight") && info.name.find(".attn.") != std::string::npos)
+    return "model.n_embd / model.n_head (head_dim)";
   return "model.n_embd";
 }
 
 // The name a parameter has in the file: with the family's prefix (`transformer.`, `model.`) or
-// without it.
+// without it, or another spelling transformers reads (hf_name_spellings).
 std::string name_in_file(const HfNameMap& map, const HfWeights& file, const ParamInfo& info, int64_t n_layer) {
   const std::string full = hf_name(map, info.name);
-  if (file.has(full)) return full;
-  const bool prefixed = full.rfind(map.prefix, 0) == 0;
-  const std::string bare = prefixed ? full.substr(map.prefix.size()) : full;
-  SPMD_CHECK(prefixed && file.has(bare),
-             "train.init_from {}: no tensor '{}'{}, which the model config needs (model.n_layer = {}{}); is it "
-             "a {} checkpoint of this shape?",
-             file.path(), full, prefixed ? fmt::format(" (or '{}')", bare) : "", n_layer,
-             info.name == "lm_head" ? ", model.tie_embeddings = false" : "", map.family);
-  return bare;
+  const std::vector<std::string> spellings = hf_name_spellings(map, full);
+  for (const auto& name : spellings)
+    if (file.has(name)) return name;
+  throw UsageError(fmt::format("train.init_from {}: no tensor '{}'{}, which the model config needs (model.n_layer = "
+                               "{}{}); is it a {} checkpoint of this shape?",
+                               file.path(), full,
+                               spellings.size() > 1 ? fmt::format(" (or '{}')", fmt::join(spellings.begin() + 1,
+                                                                                         spellings.end(), "', '"))
+                                                    : "",
+                               n_layer, info.name == "lm_head" ? ", model.tie_embeddings = false" : "", map.family));
 }
 
-// Every parameter's tensor name in the file, in table order, each checked for dtype and shape.
-std::vector<std::string> match_tensors(const HfNameMap& map, const HfWeights& file,
-                                       const std::vector<ParamInfo>& table, int64_t n_layer) {
-  std::vector<std::string> names;
-  for (const auto& info : table) {
-    const std::string name = name_in_file(map, file, info, n_layer);
-    const SafetensorsEntry& e = file.entry(name);
-    SPMD_CHECK(e.dtype == "F32" || e.dtype == "BF16" || e.dtype == "F16",
-               "train.init_from {}: tensor '{}' is {}; spmd-train loads float32, bfloat16 and float16 weights",
-               file.path(), name, e.dtype);
-    const std::vector<int64_t> want = hf_shape(info, map);
-    if (e.shape != want) {
-      size_t dim = 0;
-      while (dim < want.size() && dim < e.shape.size() && e.shape[dim] == want[dim]) ++dim;
-      throw UsageError(fmt::format("train.init_from {}: tensor '{}' has shape [{}] but the model config needs [{}] "
-                                   "(check {})",
-                                   file.path(), name, fmt::join(e.shape, ", "), fmt::join(want, ", "),
-                                   shape_key(map, info, std::min(dim, want.size() - 1))));
-    }
-    names.push_back(name);
+// Where one parameter is in the file: one tensor, or the routed experts' (hf_experts.h).
+struct HfParamSource {
+  std::string name;          // the one tensor
+  bool experts = false;
+  HfExpertSource expert;     // experts: their tensors
+  std::vector<std::string> tensors() const { return experts ? expert.names : std::vector<std::string>{name}; }
+};
+
+HfParamSource match_one_tensor(const HfNameMap& map, const HfWeights& file, const ParamInfo& info, int64_t n_layer) {
+  const std::string name = name_in_file(map, file, info, n_layer);
+  const SafetensorsEntry& e = file.entry(name);
+  SPMD_CHECK(e.dtype == "F32" || e.dtype == "BF16" || e.dtype == "F16",
+             "train.init_from {}: tensor '{}' is {}; spmd-train loads float32, bfloat16 and float16 weights",
+             file.path(), name, e.dtype);
+  const std::vector<int64_t> want = hf_shape(info, map);
+  if (e.shape != want) {
+    size_t dim = 0;
+    while (dim < want.size() && dim < e.shape.size() && e.shape[dim] == want[dim]) ++dim;
+    throw UsageError(fmt::format("train.init_from {}: tensor '{}' has shape [{}] but the model config needs [{}] "
+                                 "(check {})",
+                                 file.path(), name, fmt::join(e.shape, ", "), fmt::join(want, ", "),
+                                 shape_key(map, info, std::min(dim, want.size() - 1))));
   }
-  return names;
+  return {name, false, {}};
+}
+
+// Every parameter's place in the file, in table order, each checked for dtype and shape.
+std::vector<HfParamSource> match_tensors(const HfNameMap& map, const HfWeights& file,
+                                         const std::vector<ParamInfo>& table, int64_t n_layer) {
+  std::vector<HfParamSource> sources;
+  for (const auto& info : table) {
+    if (is_expert_weights(info))
+      sources.push_back({"", true, find_expert_source(map, file, info)});
+    else
+      sources.push_back(match_one_tensor(map, file, info, n_layer));
+  }
+  return sources;
 }
 
 // Tensors the model has no place for (a deeper model, an untied head, ...).
-void check_no_extra_tensors(const HfNameMap& map, const HfWeights& file, const std::vector<std::string>& matched,
+void check_no_extra_tensors(const HfNameMap& map, const HfWeights& file, const std::vector<HfParamSource>& matched,
                             const ModelConfig& model) {
-  const std::set<std::string> used(matched.begin(), matched.end());
+  std::set<std::string> used;
+  for (const auto& source : matched)
+    for (const auto& name : source.tensors()) used.insert(name);
   for (const auto& [name, shard] : file.names()) {
     if (used.count(name) || is_buffer(map, name) || (model.tie_embeddings && name == map.tied_head)) continue;
     throw UsageError(fmt::format("train.init_from {}: tensor '{}' (shape [{}]) has no place in the model config "
@@ -110,24 +135,34 @@ void check_tied_head(const HfNameMap& map, const HfWeights& file, const std::str
              "train.init_from {}: {} differs from {}; the model ties the LM head to the token embedding "
              "(model.tie_embeddings){}",
              file.path(), map.tied_head, wte_name,
-             map.family == "Llama" ? "; set model.tie_embeddings: false to load an untied head" : "");
+             map.dense_out_in ? "; set model.tie_embeddings: false to load an untied head" : "");
 }
 
-// Copies the part of the HF tensor inside this rank's shard of `p` into `local`; padding rows,
-// which no file holds, stay zero.
-void copy_shard(const HfNameMap& map, const at::Tensor& hf, const ParamLayout& p, int64_t rank, at::Tensor& local) {
-  at::Tensor src = from_hf_layout(map, p.info, hf);  // float32, our dims
+// Copies the part of `src` (our dims, float32; its dim 0 starts at the global row `src_row`) inside
+// this rank's shard of `p` into `local`; padding rows, which no file holds, stay zero.
+void copy_shard(at::Tensor src, int64_t src_row, const ParamLayout& p, int64_t rank, at::Tensor& local) {
   at::Tensor dst = local;
   const auto offset = p.sharding.shard_offset(rank);
   local.zero_();
   for (int64_t d = 0; d < src.dim(); ++d) {
-    const int64_t begin = offset[static_cast<size_t>(d)];
+    const int64_t begin = offset[static_cast<size_t>(d)] - (d == 0 ? src_row : 0);
     const int64_t end = std::min(begin + local.size(d), src.size(d));
     if (begin >= end) return;  // a shard of padding only
     src = src.narrow(d, begin, end - begin);
     dst = dst.narrow(d, 0, end - begin);
   }
   dst.copy_(src);
+}
+
+// This rank's shard of one parameter from the file: of the routed experts, only the experts the
+// shard holds are read.
+void load_param(const HfNameMap& map, const HfWeights& file, const HfParamSource& source, const ParamLayout& p,
+                int64_t rank, at::Tensor& local) {
+  if (!source.experts) return copy_shard(from_hf_layout(map, p.info, file.tensor(source.name)), 0, p, rank, local);
+  const int64_t first = p.sharding.shard_offset(rank)[0];
+  const int64_t count = std::min(local.size(0), p.info.shape[0] - first);
+  if (count <= 0) return (void)local.zero_();
+  copy_shard(read_experts(file, source.expert, first, count), first, p, rank, local);
 }
 
 // A rank may be the only one to fail (its slice of the file): all learn every rank's error (a
@@ -161,7 +196,6 @@ HfCheckpointPaths resolve_hf_checkpoint(const std::string& init_from) {
 void check_hf_checkpoint(const Config& config) {
   const std::string& init_from = config.train.init_from;
   if (init_from.empty()) return;
-  const HfNameMap& map = hf_map(config.model);
   const bool llama = config.model.arch == ModelArch::kLlama;
   if (!llama) SPMD_CHECK(config.model.bias, "train.init_from {}: GPT-2 has biases; set model.bias: true", init_from);
   const HfCheckpointPaths paths = resolve_hf_checkpoint(init_from);
@@ -169,12 +203,13 @@ void check_hf_checkpoint(const Config& config) {
              "train.init_from: {} is not a folder with config.json; a Llama checkpoint needs its config.json "
              "(rope_theta, rms_norm_eps and the rest are checked against model.*)",
              init_from);
-  if (!paths.config_json.empty()) check_hf_config_json(paths.config_json, config.model);
+  if (!paths.config_json.empty()) check_hf_config_json(paths.config_json, config.model);  // the family first
+  const HfNameMap& map = hf_map(config.model);
   const HfWeights file(paths.safetensors);
   const std::vector<ParamInfo> table = param_table(config.model, config.model.vocab_size);
-  const std::vector<std::string> names = match_tensors(map, file, table, config.model.n_layer);
-  check_no_extra_tensors(map, file, names, config.model);
-  if (config.model.tie_embeddings) check_tied_head(map, file, names.front());  // the table starts with wte
+  const std::vector<HfParamSource> sources = match_tensors(map, file, table, config.model.n_layer);
+  check_no_extra_tensors(map, file, sources, config.model);
+  if (config.model.tie_embeddings) check_tied_head(map, file, sources.front().name);  // the table starts with wte
 }
 
 int load_hf_checkpoint(ShardedModel& model, const std::string& init_from) {
@@ -188,11 +223,11 @@ int load_hf_checkpoint(ShardedModel& model, const std::string& init_from) {
     std::vector<ParamInfo> table;
     for (const auto& p : layout.params) table.push_back(p.info);
     // The header only: cheap enough to check again on every rank.
-    const std::vector<std::string> names = match_tensors(map, file, table, layout.model.n_layer);
+    const std::vector<HfParamSource> sources = match_tensors(map, file, table, layout.model.n_layer);
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < layout.params.size(); ++i) {
       if (!model.holds(i)) continue;  // another pipeline stage's
-      copy_shard(map, file.tensor(names[i]), layout.params[i], rank, model.params()[i]);
+      load_param(map, file, sources[i], layout.params[i], rank, model.params()[i]);
       ++loaded;
     }
   } catch (const UsageError& e) {

@@ -4,6 +4,8 @@
 #include <functional>
 #include <numeric>
 
+#include "util/error.h"
+
 namespace spmd {
 
 namespace {
@@ -35,11 +37,13 @@ const HfNameMap& gpt2_hf_map() {
   return map;
 }
 
-const HfNameMap& llama_hf_map() {
-  static const HfNameMap map{
-      "Llama",
-      "LlamaForCausalLM",
-      "llama",
+namespace {
+// LlamaForCausalLM's names, which its relatives extend.
+HfNameMap llama_family_map(std::string family, std::string architecture, std::string model_type) {
+  return HfNameMap{
+      std::move(family),
+      std::move(architecture),
+      std::move(model_type),
       "model.",
       {{"wte", "embed_tokens.weight"}, {"ln_f.weight", "norm.weight"}},
       {{"lm_head", "lm_head.weight"}},
@@ -63,11 +67,122 @@ const HfNameMap& llama_hf_map() {
        {"num_key_value_heads", "model.n_kv_head", [](const ModelConfig& m) { return m.kv_heads(); }},
        {"intermediate_size", "model.intermediate_size", [](const ModelConfig& m) { return m.mlp_size(); }},
        {"vocab_size", "model.vocab_size", [](const ModelConfig& m) { return m.vocab_size; }}}};
+}
+
+void add_qk_norm(HfNameMap& map) {
+  map.block_renamed.push_back({".attn.q_norm.weight", ".self_attn.q_norm.weight"});
+  map.block_renamed.push_back({".attn.k_norm.weight", ".self_attn.k_norm.weight"});
+}
+
+// Qwen's sparse MLP: the router `mlp.gate`, experts `mlp.experts.E.{gate,up,down}_proj`, and
+// Qwen2-MoE's shared expert beside them.
+void add_qwen_experts(HfNameMap& map) {
+  map.block_renamed.push_back({".moe.router.weight", ".mlp.gate.weight"});
+  map.block_renamed.push_back({".moe.shared.gate.weight", ".mlp.shared_expert.gate_proj.weight"});
+  map.block_renamed.push_back({".moe.shared.up.weight", ".mlp.shared_expert.up_proj.weight"});
+  map.block_renamed.push_back({".moe.shared.down.weight", ".mlp.shared_expert.down_proj.weight"});
+  map.block_renamed.push_back({".moe.shared_gate.weight", ".mlp.shared_expert_gate.weight"});
+  map.expert_module = ".mlp.experts.";
+  map.expert_tensors = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+  map.config_sizes.push_back({"moe_intermediate_size", "model.moe.moe_intermediate_size",
+                              [](const ModelConfig& m) { return m.expert_mlp_size(); }});
+}
+}  // namespace
+
+const HfNameMap& llama_hf_map() {
+  static const HfNameMap map = llama_family_map("Llama", "LlamaForCausalLM", "llama");
   return map;
 }
 
+const HfNameMap& qwen3_hf_map() {
+  static const HfNameMap map = [] {
+    HfNameMap m = llama_family_map("Qwen3", "Qwen3ForCausalLM", "qwen3");
+    add_qk_norm(m);
+    m.default_head_dim = 128;  // Qwen3Config's defaults
+    m.default_kv_heads = 32;
+    return m;
+  }();
+  return map;
+}
+
+const HfNameMap& qwen3_moe_hf_map() {
+  static const HfNameMap map = [] {
+    HfNameMap m = llama_family_map("Qwen3-MoE", "Qwen3MoeForCausalLM", "qwen3_moe");
+    add_qk_norm(m);
+    add_qwen_experts(m);
+    m.default_kv_heads = 4;  // Qwen3MoeConfig's default
+    return m;
+  }();
+  return map;
+}
+
+const HfNameMap& qwen2_moe_hf_map() {
+  static const HfNameMap map = [] {
+    HfNameMap m = llama_family_map("Qwen2-MoE", "Qwen2MoeForCausalLM", "qwen2_moe");
+    add_qwen_experts(m);
+    m.config_sizes.push_back({"shared_expert_intermediate_size", "model.moe.shared_expert_intermediate_size",
+                              [](const ModelConfig& c) { return c.moe.shared_expert_intermediate_size; }});
+    m.default_kv_heads = 16;  // Qwen2MoeConfig's default
+    return m;
+  }();
+  return map;
+}
+
+// Mixtral's experts are w1 (gate), w3 (up), w2 (down) under block_sparse_moe, which transformers 5
+// renames to mlp when it loads; its experts' width is config.json's intermediate_size.
+const HfNameMap& mixtral_hf_map() {
+  static const HfNameMap map = [] {
+    HfNameMap m = llama_family_map("Mixtral", "MixtralForCausalLM", "mixtral");
+    m.block_renamed.push_back({".moe.router.weight", ".block_sparse_moe.gate.weight"});
+    m.expert_module = ".block_sparse_moe.experts.";
+    m.expert_tensors = {"w1.weight", "w3.weight", "w2.weight"};
+    m.block_aliases = {{".block_sparse_moe.", ".mlp."}};
+    for (auto& size : m.config_sizes)
+      if (size.hf_key == "intermediate_size")
+        size = {"intermediate_size", "model.moe.moe_intermediate_size",
+                [](const ModelConfig& c) { return c.expert_mlp_size(); }};
+    m.default_kv_heads = 8;  // MixtralConfig's default
+    return m;
+  }();
+  return map;
+}
+
+namespace {
+// Why model.*'s experts fit no Hugging Face family (for the message), or "" when they fit one.
+std::string no_expert_family(const ModelConfig& m) {
+  const MoeConfig& e = m.moe;
+  const bool shared = e.shared_expert_intermediate_size > 0;
+  if (m.qk_norm && shared) return "model.qk_norm (Qwen3-MoE's) and a shared expert (Qwen2-MoE's)";
+  if (m.qk_norm || shared) return "";
+  if (!e.norm_topk_prob) return "neither model.qk_norm, a shared expert, nor model.moe.norm_topk_prob";
+  if (static_cast<int64_t>(m.sparse_layers().size()) != m.n_layer)
+    return "dense layers (model.moe.mlp_only_layers, decoder_sparse_step) but neither model.qk_norm nor a shared "
+           "expert";
+  return "";
+}
+}  // namespace
+
 const HfNameMap& hf_map(const ModelConfig& model) {
-  return model.arch == ModelArch::kLlama ? llama_hf_map() : gpt2_hf_map();
+  if (model.arch != ModelArch::kLlama) return gpt2_hf_map();
+  if (!model.moe.enabled()) return model.qk_norm ? qwen3_hf_map() : llama_hf_map();
+  const std::string why = no_expert_family(model);
+  SPMD_CHECK(why.empty(), "model.moe: experts with {} match no Hugging Face family: Qwen3-MoE needs model.qk_norm, "
+             "Qwen2-MoE a shared expert (model.moe.shared_expert_intermediate_size), Mixtral every layer sparse and "
+             "model.moe.norm_topk_prob", why);
+  if (model.qk_norm) return qwen3_moe_hf_map();
+  return model.moe.shared_expert_intermediate_size > 0 ? qwen2_moe_hf_map() : mixtral_hf_map();
+}
+
+std::vector<std::string> hf_name_spellings(const HfNameMap& map, const std::string& hf) {
+  std::vector<std::string> names{hf};
+  for (const auto& [ours, alias] : map.block_aliases) {
+    const size_t at = hf.find(ours);
+    if (at != std::string::npos) names.push_back(hf.substr(0, at) + alias + hf.substr(at + ours.size()));
+  }
+  const size_t spelled = names.size();
+  for (size_t i = 0; i < spelled; ++i)
+    if (names[i].rfind(map.prefix, 0) == 0 && !map.prefix.empty()) names.push_back(names[i].substr(map.prefix.size()));
+  return names;
 }
 
 std::string hf_name(const HfNameMap& map, const std::string& param) {
