@@ -205,3 +205,24 @@ TEST_CASE("fine-tuning: sample --chat from a checkpoint whose data was not prepa
   const auto r = run_process({binary_path("spmd-train"), "sample", "--checkpoint", checkpoint, "--chat", "hi"}, {}, 120);
   check_failed_with(r, 2, "--chat: the tokenizer's dataset was not prepared from chats");
 }
+
+TEST_CASE("fine-tuning: a blend of two fine-tuning sets on data parallel and microbatches gives one process's loss") {
+  // The targets travel with a blend's rows as with one source's, and every rank counts the blend's
+  // whole step alike.
+  FineTuningRun run;
+  const std::string second = run.dir.file("sft2");
+  std::filesystem::create_directories(second);
+  write_fine_tuning_file(second + "/train.bin", 200, 3);
+  std::filesystem::copy_file(run.dir.file("sft/meta.json"), second + "/meta.json");
+  const std::vector<std::string> blend{
+      "--set", "data.train=null", "--set",
+      "data.sources=[{name: a, path: " + run.dir.file("sft/train.bin") + ", weight: 1}, {name: b, path: " +
+          second + "/train.bin, weight: 3}]"};
+  check_layouts_match_one_process(
+      run, blend,
+      {{"blend-dp-4", mesh_args({"", "[4,1]", "[data,model]", kTpRules})},
+       {"blend-dp-2-microbatches-2", with(mesh_args({"", "[2,1]", "[data,model]", kTpRules}), {"--set", "train.microbatches=2"})}});
+  // The blend was read: its rows, not data.train's alone.
+  const Curve one_source = train(run, run.dir.file("one-source"), run.args());
+  CHECK(max_rel_diff(read_metrics(run.dir.file("single") + "/metrics.jsonl"), one_source) > 1e-4);
+}
