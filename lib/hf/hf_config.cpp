@@ -59,7 +59,7 @@ void check_gpt2(const std::string& path, const Json& j) {
 
 // rope_theta and the rope scaling, from rope_parameters (transformers 5) or the top level.
 struct HfRope {
-  Json theta;    // absent: transformers' default 10000
+  Json theta;    // absent: transformers' default (the family's default_rope_theta)
   Json scaling;  // null, or {rope_type, factor, ...}
   std::string scaling_key;  // where it was, for messages
 };
@@ -79,10 +79,10 @@ HfRope rope_of(const Json& j) {
   return rope;
 }
 
-void check_rope(const std::string& path, const Json& j, const ModelConfig& model) {
+void check_rope(const std::string& path, const Json& j, const ModelConfig& model, double default_theta) {
   const HfRope rope = rope_of(j);
-  check_number(path, rope.theta.is_null() ? Json::object() : Json{{"rope_theta", rope.theta}}, "rope_theta", 10000,
-               "model.rope_theta", model.rope_theta);
+  check_number(path, rope.theta.is_null() ? Json::object() : Json{{"rope_theta", rope.theta}}, "rope_theta",
+               default_theta, "model.rope_theta", model.rope_theta);
   const Json& s = rope.scaling;
   const std::string type = s.is_object() ? s.value("rope_type", s.value("type", "default")) : "default";
   SPMD_CHECK(type == "default" || type == "llama3",
@@ -127,8 +127,8 @@ void check_llama(const std::string& path, Json j, const ModelConfig& model) {
                "split the width evenly (head_dim = n_embd / n_head)",
                path, j["head_dim"].dump(), head_dim_absent ? " (transformers' default)" : "",
                model.head_dim());
-  check_number(path, j, "rms_norm_eps", 1e-6, "model.rms_norm_eps", model.rms_norm_eps);
-  check_rope(path, j, model);
+  check_number(path, j, "rms_norm_eps", map.default_rms_norm_eps, "model.rms_norm_eps", model.rms_norm_eps);
+  check_rope(path, j, model, map.default_rope_theta);
   const bool tied = j.value("tie_word_embeddings", false);
   SPMD_CHECK(tied == model.tie_embeddings, "train.init_from: {} has tie_word_embeddings = {} but "
              "model.tie_embeddings = {}; set model.tie_embeddings: {} to load it", path, tied, model.tie_embeddings,

@@ -141,7 +141,9 @@ const HfNameMap& mixtral_hf_map() {
       if (size.hf_key == "intermediate_size")
         size = {"intermediate_size", "model.moe.moe_intermediate_size",
                 [](const ModelConfig& c) { return c.expert_mlp_size(); }};
-    m.default_kv_heads = 8;  // MixtralConfig's default
+    m.default_kv_heads = 8;  // MixtralConfig's defaults
+    m.default_rms_norm_eps = 1e-5;
+    m.default_rope_theta = 1e6;
     return m;
   }();
   return map;

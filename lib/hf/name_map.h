@@ -46,6 +46,8 @@ struct HfNameMap {
   std::vector<std::pair<std::string, std::string>> block_aliases;
   int64_t default_head_dim = 0;  // config.json's head_dim when absent; 0: hidden_size / num_attention_heads
   int64_t default_kv_heads = 0;  // num_key_value_heads when absent; 0: num_attention_heads
+  double default_rms_norm_eps = 1e-6;  // rms_norm_eps when absent
+  double default_rope_theta = 10000;   // rope_theta when absent
 };
 
 // GPT2LMHeadModel's state dict.

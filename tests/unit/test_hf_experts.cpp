@@ -173,3 +173,36 @@ TEST_CASE("hf experts check: a Qwen3-MoE folder, either expert-count spelling, e
   spmd::test::write_file(dir.file("config.json"), j.dump());
   CHECK(usage_error_of([&] { spmd::check_hf_checkpoint(c); }).find("use_sliding_window") != std::string::npos);
 }
+
+TEST_CASE("hf experts check: a Mixtral folder, its defaults for absent keys, its refusals") {
+  spmd::test::TempDir dir;
+  spmd::Config c = qwen3_moe_config(dir.path());
+  spmd::ModelConfig& m = c.model;
+  m.qk_norm = false, m.moe.mlp_only_layers = {}, m.moe.norm_topk_prob = true, m.rms_norm_eps = 1e-5, m.rope_theta = 1e6;
+  write_per_expert_folder(dir, m);
+  // Mixtral's config.json without rms_norm_eps and rope_theta: its defaults, 1e-5 and 1e6.
+  Json j = {{"architectures", {"MixtralForCausalLM"}}, {"model_type", "mixtral"}, {"vocab_size", 67},
+            {"hidden_size", 32}, {"num_hidden_layers", 3}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+            {"intermediate_size", 16}, {"tie_word_embeddings", false}, {"num_local_experts", 8},
+            {"num_experts_per_tok", 2}, {"sliding_window", nullptr}};
+  spmd::test::write_file(dir.file("config.json"), j.dump());
+  CHECK_NOTHROW(spmd::check_hf_checkpoint(c));
+  spmd::Config llama_eps = c;
+  llama_eps.model.rms_norm_eps = 1e-6;
+  CHECK(usage_error_of([&] { spmd::check_hf_checkpoint(llama_eps); })
+            .find("rms_norm_eps = 1e-05 (transformers' default)") != std::string::npos);
+  spmd::Config wider = c;  // Mixtral's experts are intermediate_size wide
+  wider.model.moe.moe_intermediate_size = 24;
+  CHECK(usage_error_of([&] { spmd::check_hf_checkpoint(wider); })
+            .find("intermediate_size = 16 but model.moe.moe_intermediate_size = 24") != std::string::npos);
+  j["router_jitter_noise"] = 0.1;
+  spmd::test::write_file(dir.file("config.json"), j.dump());
+  CHECK(usage_error_of([&] { spmd::check_hf_checkpoint(c); }).find("router_jitter_noise") != std::string::npos);
+  j["router_jitter_noise"] = 0.0, j["sliding_window"] = 8;  // shorter than model.block_size 16
+  spmd::test::write_file(dir.file("config.json"), j.dump());
+  CHECK(usage_error_of([&] { spmd::check_hf_checkpoint(c); }).find("sliding_window = 8") != std::string::npos);
+  j["sliding_window"] = nullptr, j["model_type"] = "qwen2_moe";
+  spmd::test::write_file(dir.file("config.json"), j.dump());
+  CHECK(usage_error_of([&] { spmd::check_hf_checkpoint(c); })
+            .find("model_type = \"qwen2_moe\" (Qwen2-MoE), but model.* describes Mixtral") != std::string::npos);
+}
