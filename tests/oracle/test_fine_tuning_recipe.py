@@ -58,7 +58,7 @@ def main():
     first, last = metrics[0]["loss"], metrics[-1]["loss"]
     vals = [m["val_loss"] for m in metrics if "val_loss" in m]
     print(f"loss {first:.4f} -> {last:.4f}; val {vals}")
-    assert last < first - 0.5 and len(vals) == 2 and vals[1] < vals[0], (first, last, vals)
+    assert last < first - 0.3 and len(vals) == 2 and vals[1] < vals[0], (first, last, vals)
 
     checkpoint = os.path.join(out, "ckpt")
     p = run([tool("spmd-train"), "sample", "--checkpoint", checkpoint, "--chat",
