@@ -9,6 +9,7 @@
 
 #include "ckpt/checkpoint_restore.h"
 #include "ckpt/safetensors.h"
+#include "config/config.h"
 #include "data/meta.h"
 #include "hf/hf_config.h"
 #include "hf/hf_experts.h"
@@ -70,6 +71,8 @@ int export_hf(const std::string& dir, const std::string& out) {
   SPMD_CHECK(fs::exists(dir + "/index.json"), "--checkpoint {}: no index.json there (not a complete checkpoint)",
              dir);
   const bool one_file = out.ends_with(".safetensors");
+  // Experts no Hugging Face family has (hf_map) fail here, before the folder and the long read.
+  hf_map(parse_config(checkpoint_config_yaml(dir), dir + "/index.json").model);
   if (!one_file) make_empty_folder(out);  // before the long read: a wrong --out fails at once
   // The same reader as --resume and sample: every block checked against the index, the shard
   // files and their checksums.

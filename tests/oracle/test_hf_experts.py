@@ -19,7 +19,8 @@ shows, written in two folders:
    the loss (with its auxiliary loss) our run started from DIR gives.
 3. Bad folders exit 2 naming the key or tensor: head_dim other than hidden_size / num_attention_heads,
    an expert count other than model.moe.num_experts, a missing expert tensor, model.qk_norm unlike the
-   family.
+   family; and (qwen3_moe) export of experts no family has (no qk_norm, no shared expert,
+   norm_topk_prob false) exits 2 naming model.qk_norm before making the folder.
 """
 import json
 import os
@@ -231,8 +232,17 @@ def main():
     ours = our_first(config, os.path.join(d, "out-export"), ["--set", f"train.init_from={exported}"])
     compare(f"{name}: export of 3 trained steps, from_pretrained", ours, theirs)
 
-    # 3. bad folders.
+    # 3. bad folders; experts of no family (Qwen3-MoE's without qk_norm) are not exported.
     bad_folders(d, config, fam, folders["A"])
+    if name == "qwen3_moe":
+        unfit = os.path.join(d, "ck-unfit")
+        our_first(config, os.path.join(d, "out-unfit"), ["--set", "model.qk_norm=false", "--set",
+                                                          f"checkpoint.dir={unfit}"])
+        p = run([tool("spmd-train"), "export", "--checkpoint", os.path.join(unfit, "step_00000001"), "--out",
+                 os.path.join(d, "unfit")], check=False)
+        assert p.returncode == 2 and "model.qk_norm" in p.stderr, (p.returncode, p.stderr[-2000:])
+        assert not os.path.exists(os.path.join(d, "unfit")), "refused before the folder is made"
+        print("export of experts no family has: exit 2 naming model.qk_norm")
     print(f"OK (relative tolerance {REL})")
 
 
