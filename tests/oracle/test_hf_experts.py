@@ -14,7 +14,8 @@ shows, written in two folders:
    router_aux_loss_coef x the auxiliary loss) and aux_loss equal transformers' (the model called with
    output_router_logits=True, which returns load_balancing_loss_func's aux_loss; B: the bf16 weights
    in float32), on one process and on an expert-parallel mesh (2 processes, [expert, data]); matmuls
-   in float32, relative tolerance 1e-5 (kFloatRounding).
+   in float32, relative tolerance 1e-5 (kFloatRounding); B also on experts x tensor parallel (2 x 2
+   processes: each rank reads a block of experts and a slice of each expert's width).
 2. export --out DIR of A after 3 steps: from_pretrained(DIR) loads it as the family's class and gives
    the loss (with its auxiliary loss) our run started from DIR gives.
 3. Bad folders exit 2 naming the key or tensor: head_dim other than hidden_size / num_attention_heads,
@@ -39,6 +40,11 @@ COEF = 0.1
 EP_MESH = ["--set", "mesh.shape=[2]", "--set", "mesh.axes=[data]", "--set",
            "sharding_rules=[[batch, data], [expert, data], [vocab, null], [heads, null], [mlp, null], "
            "[embed, null], [seq, null], [kv, null]]"]
+# Experts over data, each expert's width (and the heads, the vocabulary) over model: 4 processes, so
+# that a rank reads a block of experts and a slice of each.
+EP_TP_MESH = ["--set", "mesh.shape=[2,2]", "--set", "mesh.axes=[data,model]", "--set",
+              "sharding_rules=[[batch, data], [expert, data], [vocab, model], [heads, model], [mlp, model], "
+              "[embed, null], [seq, null], [kv, null]]"]
 
 FAMILIES = {
     "qwen3": dict(cls="Qwen3ForCausalLM", config="Qwen3Config", moe=None, qk_norm=True, kw={"head_dim": C // H}),
@@ -213,7 +219,10 @@ def main():
 
     # 1. init_from on one process and on the expert-parallel mesh.
     for case, folder in folders.items():
-        for mesh_name, mesh in (("single", []), ("expert-parallel-2", EP_MESH)):
+        meshes = [("single", []), ("expert-parallel-2", EP_MESH)]
+        if case == "B":
+            meshes.append(("expert-x-tensor-2x2", EP_TP_MESH))
+        for mesh_name, mesh in meshes:
             extra = mesh + ["--set", f"train.init_from={folder}"]
             if case == "A" and mesh_name == "single":
                 extra += ["--set", "train.steps=3", "--set", f"checkpoint.dir={os.path.join(d, 'ck')}"]
