@@ -167,6 +167,10 @@ std::string no_expert_family(const ModelConfig& m) {
 const HfNameMap& hf_map(const ModelConfig& model) {
   if (model.arch != ModelArch::kLlama) return gpt2_hf_map();
   if (!model.moe.enabled()) return model.qk_norm ? qwen3_hf_map() : llama_hf_map();
+  SPMD_CHECK(model.moe.expert_bias_update_rate == 0,
+             "model.moe.expert_bias_update_rate = {}: the auxiliary-loss-free choice bias has no place in a Qwen3-MoE, "
+             "Qwen2-MoE or Mixtral folder (their routers have no bias); set it to 0 to import or export",
+             model.moe.expert_bias_update_rate);
   const std::string why = no_expert_family(model);
   SPMD_CHECK(why.empty(), "model.moe: experts with {} match no Hugging Face family: Qwen3-MoE needs model.qk_norm, "
              "Qwen2-MoE a shared expert (model.moe.shared_expert_intermediate_size), Mixtral every layer sparse and "

@@ -95,6 +95,9 @@ TEST_CASE("hf experts names: the family model.* describes and its names") {
   CHECK(usage_error_of([&] { spmd::hf_map(m); }).find("model.moe.norm_topk_prob") != std::string::npos);
   m.qk_norm = true, m.moe.shared_expert_intermediate_size = 24;
   CHECK(usage_error_of([&] { spmd::hf_map(m); }).find("model.qk_norm") != std::string::npos);
+  m = qwen3_moe_config("").model;
+  m.moe.expert_bias_update_rate = 0.001;  // the choice bias: no family's folder holds it
+  CHECK(usage_error_of([&] { spmd::hf_map(m); }).find("model.moe.expert_bias_update_rate") != std::string::npos);
 }
 
 TEST_CASE("hf experts layouts: one tensor per expert and the stacked gate_up_proj read the same experts") {
