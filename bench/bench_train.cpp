@@ -44,6 +44,7 @@
 #include "model/params.h"
 #include "parallel/layout.h"
 #include "parallel/pipeline_schedule.h"
+#include "alltoall/token_exchange.h"
 #include "comm/backend.h"
 #include "comm/launch_env.h"
 #include "launch/launcher.h"
@@ -402,12 +403,14 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
 
   std::vector<spmd::StepTimings> timed;
   std::vector<double> losses, cpu_ms;
+  std::vector<double> expert_exchange_ms;  // expert parallelism's all-to-alls and count gathers per step
   int64_t graph_bytes = -1;  // the most activation bytes in flight on this rank over the timed steps
   Clock::time_point timed_start;
   std::set<std::string> attention_ops;  // recorded during the last warmup step (untimed)
   for (int k = 0; k < opt.warmup + opt.steps; ++k) {
     if (k == opt.warmup) timed_start = Clock::now();
     const double cpu_start = process_cpu_ms();
+    const int64_t exchange_start = spmd::expert_exchange_time_ns();
     // Timed to a synchronized end: on CUDA the step only queues its work (the PyTorch peer is
     // timed across a sync too).
     spmd::StepResult r;
@@ -417,6 +420,7 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
       timed.push_back(r.timings);
       losses.push_back(r.loss.item<double>());
       cpu_ms.push_back(process_cpu_ms() - cpu_start);
+      expert_exchange_ms.push_back(static_cast<double>(spmd::expert_exchange_time_ns() - exchange_start) / 1e6);
       graph_bytes = std::max(graph_bytes, r.graph_bytes);
     }
   }
@@ -561,6 +565,12 @@ int run_rank(const BenchOptions& opt, const spmd::Config& config, const spmd::Re
     j["tokens_per_s"] = tokens_per_s;
     j["median_step_ms"] = median_ms;
     j["slowest_rank_median_step_ms"] = slowest_median_ms;
+    // Expert parallelism: rank 0's all-to-alls (rows out and home, forward and backward) and count
+    // gathers per step, and their share of each step (medians over the timed steps).
+    std::vector<double> exchange_share;
+    for (size_t i = 0; i < timed.size(); ++i) exchange_share.push_back(expert_exchange_ms[i] / timed[i].total_ms);
+    j["expert_exchange_median_ms"] = median(expert_exchange_ms);
+    j["expert_exchange_median_share"] = median(exchange_share);
     j["median_step_split_ms"] = {{"data", mid.data_ms},           {"forward", mid.forward_ms},
                                  {"backward", mid.backward_ms},   {"optimizer", mid.optimizer_ms},
                                  {"collectives", mid.collective_ms}};
