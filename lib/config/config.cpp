@@ -158,6 +158,7 @@ const Section<ModelConfig>& model_section() {
       rope_scaling_field().emitted_if([](const M& m) { return m.rope_scaling.factor > 0; }),
       plain("tie_embeddings", &M::tie_embeddings).emitted_if(llama),
       plain("qk_norm", &M::qk_norm).emitted_if([](const M& m) { return m.qk_norm; }),
+      positive_if_given("head_dim", &M::attention_head_dim).emitted_if([](const M& m) { return m.attention_head_dim > 0; }),
       moe_field(),
   }};
   return section;
@@ -525,7 +526,7 @@ void check_moe(const MapReader& model, const ModelConfig& m) {
 ModelConfig read_model(const MapReader& top) {
   ModelConfig m;
   MapReader r = model_section().read(top, m);
-  if (m.n_embd % m.n_head != 0)
+  if (m.attention_head_dim == 0 && m.n_embd % m.n_head != 0)
     r.fail("n_embd", fmt::format("{} is not divisible by model.n_head = {} (each head gets "
                                  "n_embd / n_head channels)",
                                  m.n_embd, m.n_head));
@@ -542,7 +543,7 @@ ModelConfig read_model(const MapReader& top) {
     check_moe(r, m);
   } else {
     for (const char* key : {"n_kv_head", "intermediate_size", "rms_norm_eps", "rope_theta", "rope_scaling",
-                            "tie_embeddings", "qk_norm", "moe"})
+                            "tie_embeddings", "qk_norm", "moe", "head_dim"})
       if (r.has(key))
         r.fail(key, fmt::format("is a llama key (model.arch: llama); model.arch is {}", name_of(m.arch)));
   }

@@ -68,9 +68,10 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_embeddings = true;     // the head is wte (gpt2 always; llama's default is false: lm_head)
   bool qk_norm = false;           // RMSNorm of each query and key head before the rotation (Qwen3)
+  int64_t attention_head_dim = 0; // model.head_dim: each head's width (Qwen3: 128 whatever the width); 0: n_embd / n_head
   MoeConfig moe;                  // routed experts (llama only)
 
-  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t head_dim() const { return attention_head_dim > 0 ? attention_head_dim : n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t mlp_size() const { return intermediate_size > 0 ? intermediate_size : 4 * n_embd; }
   int64_t expert_mlp_size() const { return moe.expert_size(mlp_size()); }

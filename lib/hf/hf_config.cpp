@@ -123,10 +123,10 @@ void check_llama(const std::string& path, Json j, const ModelConfig& model) {
   check_sizes(path, j, model);
   if (j.contains("head_dim") && !j["head_dim"].is_null())
     SPMD_CHECK(j["head_dim"] == model.head_dim(),
-               "train.init_from: {} has head_dim = {}{} but model.n_embd / model.n_head = {}; spmd-train's heads "
-               "split the width evenly (head_dim = n_embd / n_head)",
-               path, j["head_dim"].dump(), head_dim_absent ? " (transformers' default)" : "",
-               model.head_dim());
+               "train.init_from: {} has head_dim = {}{} but the model's heads are {} wide (model.head_dim, or "
+               "model.n_embd / model.n_head without it); set model.head_dim: {} to load it",
+               path, j["head_dim"].dump(), head_dim_absent ? " (transformers' default)" : "", model.head_dim(),
+               j["head_dim"].dump());
   check_number(path, j, "rms_norm_eps", map.default_rms_norm_eps, "model.rms_norm_eps", model.rms_norm_eps);
   check_rope(path, j, model, map.default_rope_theta);
   const bool tied = j.value("tie_word_embeddings", false);

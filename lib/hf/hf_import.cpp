@@ -51,7 +51,7 @@ std::string shape_key(const HfNameMap& map, const ParamInfo& info, size_t dim) {
                                                                : "model.moe.shared_expert_intermediate_size";
   }
   if (info.name.ends_with("_norm.weight") && info.name.find(".attn.") != std::string::npos)
-    return "model.n_embd / model.n_head (head_dim)";
+    return "model.head_dim";
   return "model.n_embd";
 }
 

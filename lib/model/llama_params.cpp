@@ -113,8 +113,10 @@ std::vector<SizeSource> llama_size_sources(const ModelConfig& c) {
        c.moe.shared_expert_intermediate_size, [](int64_t v) { return v; }, ""},
       {"expert", "model.moe.num_experts", "model.moe.num_experts", c.moe.num_experts, [](int64_t v) { return v; },
        fmt::format("at least model.moe.num_experts_per_tok = {}", c.moe.num_experts_per_tok)},
-      {"kv", "model.n_embd", "model.n_embd / model.n_head", C,
-       [H](int64_t v) { return v % H == 0 ? v / H : int64_t{-1}; }, keep},
+      c.attention_head_dim > 0
+          ? SizeSource{"kv", "model.head_dim", "model.head_dim", c.attention_head_dim, [](int64_t v) { return v; }, ""}
+          : SizeSource{"kv", "model.n_embd", "model.n_embd / model.n_head", C,
+                       [H](int64_t v) { return v % H == 0 ? v / H : int64_t{-1}; }, keep},
       {"seq", "model.block_size", "model.block_size", c.block_size, [](int64_t v) { return v; }, ""},
       {"vocab", "model.vocab_size", "model.vocab_size", c.vocab_size, [](int64_t v) { return v; }, ""},
   };

@@ -96,7 +96,7 @@ MatmulRates matmul_rates(const Config& config, const Communicator& comm) {
 double attention_rate(const Config& config, const Communicator& comm) {
   const auto& m = config.model;
   const int64_t rows = std::max<int64_t>(1, config.data.batch_size / comm.mesh().size());
-  const int64_t H = m.n_head, D = m.n_embd / m.n_head, T = m.block_size, Tq = std::max<int64_t>(1, T / 2);
+  const int64_t H = m.n_head, D = m.head_dim(), T = m.block_size, Tq = std::max<int64_t>(1, T / 2);
   const auto leaf = [](at::IntArrayRef shape) { return at::randn(shape).requires_grad_(true); };
   const at::Tensor q = leaf({rows, H, Tq, D}), k = leaf({rows, H, T, D}), v = leaf({rows, H, T, D});
   const at::Tensor hidden = at::arange(T).unsqueeze(0) > at::arange(Tq).unsqueeze(1);

@@ -63,6 +63,7 @@ struct StageShape {
   double tokens = 0;  // one microbatch's tokens on one device
   int64_t tp_heads = 1, tp_mlp = 1, tp_vocab = 1;
   double vocab = 0, C = 0, T = 0;
+  double attention_width = 0;  // n_head x head_dim (C unless model.head_dim says otherwise)
   double block_dense = 0;  // matmul FLOPs per token of one dense block's dense layers on one device, forward
   double sparse_block = 0; // the same for a block whose MLP is the routed experts (k of E active)
   int64_t sparse_layers = 0;  // the stage's sparse blocks (over all its chunks)
@@ -147,6 +148,7 @@ StageShape stage_shape(const Config& config, const ModelLayout& layout, int64_t 
   s.operand = operand_bytes_of(layout);
   s.vocab = static_cast<double>(layout.padded_vocab), s.C = static_cast<double>(m.n_embd);
   s.T = static_cast<double>(m.block_size);
+  s.attention_width = static_cast<double>(m.n_head * m.head_dim());
   s.cp = layout.cp_size();
   s.ring = s.cp > 1 && layout.context_exchange == ContextExchange::kRing;
   return s;
@@ -160,7 +162,7 @@ struct MicrobatchFlops {
 };
 
 MicrobatchFlops microbatch_flops(const StageShape& s, Remat remat) {
-  const double attn_core = 4 * s.T * s.C / static_cast<double>(s.tp_heads);
+  const double attn_core = 4 * s.T * s.attention_width / static_cast<double>(s.tp_heads);
   // Ring attention computes the visible (chunk x chunk) blocks only, and its backward replays
   // their scores: 5 block products for the forward's 2, where autograd's backward takes 4.
   const double visible = s.ring ? static_cast<double>(2 * s.cp + 1) / static_cast<double>(4 * s.cp) : 1.0;
@@ -203,7 +205,7 @@ double context_parallel_s(const Config& config, const ModelLayout& layout, const
   const int64_t n = layout.cp_size();
   if (n == 1) return 0;
   const LinkRate link = s.ring ? r.link(layout.context_axes, n) : r.gather_link(layout.context_axes, n);
-  const double kv = s.tokens * static_cast<double>(n) * 2 * s.C / static_cast<double>(s.tp_heads) * kFloatBytes;
+  const double kv = s.tokens * static_cast<double>(n) * 2 * s.attention_width / static_cast<double>(s.tp_heads) * kFloatBytes;
   const double replays = config.runtime.remat == Remat::kNone ? 0 : 1;
   if (s.ring) {
     // Forward (and a replay) n - 1 shifts of a member's keys and values; backward n - 1 more, and

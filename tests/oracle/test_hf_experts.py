@@ -18,7 +18,8 @@ shows, written in two folders:
    processes: each rank reads a block of experts and a slice of each expert's width).
 2. export --out DIR of A after 3 steps: from_pretrained(DIR) loads it as the family's class and gives
    the loss (with its auxiliary loss) our run started from DIR gives.
-3. Bad folders exit 2 naming the key or tensor: head_dim other than hidden_size / num_attention_heads,
+3. Bad folders exit 2 naming the key or tensor: head_dim other than model.head_dim (Qwen3-MoE's model has
+   heads twice hidden_size / num_attention_heads wide, as the published ones),
    an expert count other than model.moe.num_experts, a missing expert tensor, model.qk_norm unlike the
    family; and (qwen3_moe) export of experts no family has (no qk_norm, no shared expert,
    norm_topk_prob false) exits 2 naming model.qk_norm before making the folder.
@@ -48,10 +49,11 @@ EP_TP_MESH = ["--set", "mesh.shape=[2,2]", "--set", "mesh.axes=[data,model]", "-
 
 FAMILIES = {
     "qwen3": dict(cls="Qwen3ForCausalLM", config="Qwen3Config", moe=None, qk_norm=True, kw={"head_dim": C // H}),
-    "qwen3_moe": dict(cls="Qwen3MoeForCausalLM", config="Qwen3MoeConfig", qk_norm=True,
+    # Heads wider than hidden_size / num_attention_heads, as in the published Qwen3-MoE models (model.head_dim).
+    "qwen3_moe": dict(cls="Qwen3MoeForCausalLM", config="Qwen3MoeConfig", qk_norm=True, head_dim=2 * C // H,
                       moe=f"num_experts: {E}, num_experts_per_tok: {K}, moe_intermediate_size: {I}, "
                           f"router_aux_loss_coef: {COEF}, mlp_only_layers: [1]",
-                      kw={"head_dim": C // H, "num_experts": E, "num_experts_per_tok": K, "moe_intermediate_size": I,
+                      kw={"head_dim": 2 * C // H, "num_experts": E, "num_experts_per_tok": K, "moe_intermediate_size": I,
                           "router_aux_loss_coef": COEF, "mlp_only_layers": [1]}),
     "mixtral": dict(cls="MixtralForCausalLM", config="MixtralConfig", qk_norm=False,
                     moe=f"num_experts: {E}, num_experts_per_tok: {K}, moe_intermediate_size: {I}, "
@@ -123,6 +125,7 @@ def write_stacked(model, folder, dtype):
 def our_config(d, name, fam, data):
     """hf_compare's one-process config, the experts replicated ([expert, null])."""
     moe = f", moe: {{{fam['moe']}}}" if fam["moe"] else ""
+    moe += f", head_dim: {fam['head_dim']}" if "head_dim" in fam else ""
     path = write_config(os.path.join(d, f"{name}.yaml"),
                         f"arch: llama, vocab_size: {V}, block_size: {T}, n_layer: {L}, n_head: {H}, "
                         f"n_kv_head: {HKV}, n_embd: {C}, intermediate_size: {F}, rms_norm_eps: 1.0e-5, "
@@ -183,8 +186,9 @@ def edited_copy(src, dst, edit_config=None, drop=None):
 
 
 def bad_folders(d, config, fam, folder):
+    wrong = 2 * fam.get("head_dim", C // H)
     check_refused(config, d, "head_dim", edited_copy(folder, os.path.join(d, "bad-hd"),
-                                                     lambda c: c.update(head_dim=2 * C // H)), [], ["head_dim"])
+                                                     lambda c: c.update(head_dim=wrong)), [], ["model.head_dim"])
     check_refused(config, d, "qk_norm", folder, [f"model.qk_norm={str(not fam['qk_norm']).lower()}"],
                   ["model_type", "model.qk_norm"])
     if fam["moe"] is None:
