@@ -205,7 +205,7 @@ TEST_CASE("memory estimate: optimizer state under AdamW and Muon equals what the
 // activation estimate (k routed rows per token through the device's experts, the router's and the
 // mixing's tensors; balanced routing assumed) against graph_bytes, on one process and with the
 // experts split over the data axis and over an axis of their own; the state exactly, each device
-// holding its share of the experts.
+// holding its share of the experts; the whole estimate against the peak within 15%.
 TEST_CASE("memory estimate: routed experts on one process, over the data axis and over their own axis") {
   TinyRun run;
   const std::vector<std::string> moe{"--set", "model.arch=llama", "--set", "model.n_kv_head=2", "--set",
@@ -222,7 +222,13 @@ TEST_CASE("memory estimate: routed experts on one process, over the data axis an
     memory[name] = check_estimate(run, name, with(moe, mesh));
     const nlohmann::json& e = memory[name];
     const int64_t state = e["params"].get<int64_t>() + e["grads"].get<int64_t>() + e["optimizer"].get<int64_t>();
-    CHECK(state == read_summary(run.dir.file(name))["state_bytes_per_rank"].get<int64_t>());
+    const nlohmann::json summary = read_summary(run.dir.file(name));
+    CHECK(state == summary["state_bytes_per_rank"].get<int64_t>());
+    // The whole estimate, the backward's working set (the routed rows' hidden gradients, the
+    // exchanged gradient) included, against the run's peak tensor memory.
+    const double peak = summary["peak_tensor_bytes"].get<double>(), total = e["total"].get<double>();
+    MESSAGE(name << ": whole estimate " << total << " bytes, measured peak " << peak);
+    CHECK(std::abs(total - peak) <= 0.15 * peak);
   }
   // The experts' gate, up and down, (8, 64, 96) each, in 2 layers: half of them on each of 2 devices.
   const int64_t experts = 2 * 3 * 8 * 64 * 96 * 4;
