@@ -10,10 +10,13 @@
 # where lscpu shows no avx512_bf16/amx_bf16). Random token ids (the same file for both). Each run
 # measures its own matmul peak in its dtype (ours: the BLAS the kernels chose, and at::mm; theirs
 # torch.mm) for MFU; both count 6 N + 12 L T C FLOPs per token. The losses after the run are
-# printed as a check that both trained the same model (random ids: both near ln(vocabulary)).
+# printed as a check that both trained the same model (random ids: both near ln(vocabulary)). On a
+# shared machine the fastest step of each runner (over its rounds) is printed beside the median: the
+# step that had the cores, the less load-sensitive of the two.
 #   bash bench/llama_cpu_vs_transformers.sh [ROUNDS=3] [OUTDIR=bench-out/llama-cpu] [SHAPES="baby 9.5m smollm"] [DTYPES="float32 bfloat16"]
-# Ours from build/bench/bench_train, or SPMD_BUILD_DIR's. Prints a table (the median of each
-# runner's per-round medians) and writes it to OUTDIR/table.md.
+# Ours from build/bench/bench_train, or SPMD_BUILD_DIR's; SPMD_BEFORE_BUILD_DIR adds another build's
+# (e.g. a worktree of the commit before a change) as the runner "before", in the same rounds. Prints
+# a table (the median of each runner's per-round medians) and writes it to OUTDIR/table.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -23,7 +26,7 @@ dtypes=${4:-float32 bfloat16}
 python=.venv-torch2/bin/python
 mkdir -p "$out"
 source bench/common.sh
-need_program llama_cpu_vs_transformers bench/bench_train "${SPMD_BUILD_DIR:-build}"
+need_program llama_cpu_vs_transformers bench/bench_train "${SPMD_BUILD_DIR:-build}" ${SPMD_BEFORE_BUILD_DIR:-}
 lscpu | grep -E "Model name|^CPU\(s\)" >"$out/cpu.txt"
 grep -qE "avx512_bf16|amx_bf16" /proc/cpuinfo || dtypes=${dtypes//bfloat16/}
 random_tokens "$work/chars.bin" 65
@@ -43,8 +46,8 @@ shape_args() {
     *) echo "llama_cpu_vs_transformers: unknown shape $1" >&2; exit 1 ;;
   esac
 }
-ours() {  # NAME DTYPE
-  "${SPMD_BUILD_DIR:-build}/bench/bench_train" "${args[@]}" "${llama[@]}" --set model.matmul_dtype="$2" \
+ours() {  # NAME DTYPE [BUILD]
+  "${3:-${SPMD_BUILD_DIR:-build}}/bench/bench_train" "${args[@]}" "${llama[@]}" --set model.matmul_dtype="$2" \
     --set data.train="$work/$data.bin" --set data.val="$work/$data.bin" --warmup "${steps[0]}" --steps "${steps[1]}" \
     --json "$out/$1-$r.json" >"$out/$1-$r.txt" 2>&1 || echo "ours $1 failed (see $out/$1-$r.txt)"
 }
@@ -60,6 +63,7 @@ for r in $(seq 1 "$rounds"); do
     shape_args "$shape"
     for dtype in $dtypes; do
       ours "$shape-$dtype-ours" "$dtype"
+      [ -z "${SPMD_BEFORE_BUILD_DIR:-}" ] || ours "$shape-$dtype-before" "$dtype" "$SPMD_BEFORE_BUILD_DIR"
       peer "$shape-$dtype-eager" "$dtype"
       peer "$shape-$dtype-compile" "$dtype" --compile
     done
@@ -76,19 +80,20 @@ blas = next((line.split("BLAS ", 1)[1].split(" (by")[0] for r in range(1, rounds
 torch = next((j["torch"] for s in shapes for d in dtypes for j in load(f"{s}-{d}-eager")), "?")
 print(f"CPU: {cpu}, 2 threads each; ours: BLAS {blas} (fp32), oneDNN (bf16); peers: torch {torch}; "
       f"{rounds} interleaved rounds, median of the per-round medians")
-print("| shape | dtype | runner | median step ms | ours vs it | MFU | peak GFLOP/s | last loss | rounds |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| shape | dtype | runner | median step ms | ours vs it | fastest step ms | ours vs it | MFU (median) | peak GFLOP/s | last loss | rounds |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for shape in shapes:
     for dtype in dtypes:
         rows = {}
-        for runner in ("ours", "eager", "compile"):
+        for runner in ("ours", "before", "eager", "compile"):
             runs = load(f"{shape}-{dtype}-{runner}")
             if runs:
-                rows[runner] = (statistics.median(j["median_step_ms"] for j in runs),
+                rows[runner] = (statistics.median(j["median_step_ms"] for j in runs), min(min(j["step_ms"]) for j in runs),
                                 statistics.median(j["mfu"] for j in runs),
                                 statistics.median(j["matmul_peak_gflops"] for j in runs),
                                 statistics.median(j["losses"][-1] for j in runs), len(runs))
-        for runner, (ms, mfu, peak, loss, n) in rows.items():
-            ratio = f"{ms / rows['ours'][0]:.2f}x" if "ours" in rows and runner != "ours" else "-"
-            print(f"| {shape} | {dtype} | {runner} | {ms:.1f} | {ratio} | {100 * mfu:.0f}% | {peak:.0f} | {loss:.3f} | {n} |")
+        for runner, (ms, fastest, mfu, peak, loss, n) in rows.items():
+            ratio = lambda i: f"{rows[runner][i] / rows['ours'][i]:.2f}x" if "ours" in rows and runner != "ours" else "-"
+            print(f"| {shape} | {dtype} | {runner} | {ms:.1f} | {ratio(0)} | {fastest:.1f} | {ratio(1)} | {100 * mfu:.0f}% | "
+                  f"{peak:.0f} | {loss:.3f} | {n} |")
 PY
