@@ -191,6 +191,13 @@ TEST_CASE("inspect: expert configs: Mixtral-8x7B's parameters, active parameters
   CHECK(mixtral["experts"]["active_params"].get<double>() == 12879925248.0);
   CHECK(mixtral["experts"]["axes"] == nlohmann::json{"expert"});
   CHECK(mixtral["experts"]["per_device"] == 1);
+  // Qwen3-30B-A3B: 48 blocks of q, o 2048 x 32 x 128, k, v 2048 x 4 x 128, the per-head norms (128
+  // each), a 2048 x 128 router, 128 experts of gate, up, down 2048 x 768, two norms; ln_f; embedding
+  // and head 151936 x 2048: 30,532,122,624 parameters, 3,353,032,704 active (8 of 128 experts).
+  const nlohmann::json qwen = inspect_json("qwen3-30b-a3b.yaml");
+  CHECK(qwen["totals"]["param_bytes_global"].get<double>() == 30532122624.0 * 4);
+  CHECK(qwen["experts"]["active_params"].get<double>() == 3353032704.0);
+  CHECK(qwen["experts"]["per_device"] == 16);
   const nlohmann::json tiny = inspect_json("moe-tiny.yaml");
   CHECK(tiny["experts"]["num_experts"] == 8);
   CHECK(tiny["experts"]["per_device"] == 4);
