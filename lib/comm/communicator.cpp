@@ -81,6 +81,10 @@ void Communicator::create_host_group(const std::vector<std::string>& axes) {
   else add_group(axes, "gloo", host_groups_);
 }
 
+void Communicator::create_exchange_group(const std::vector<std::string>& axes) {
+  add_group(axes, runtime_.backend, exchange_groups_);
+}
+
 void Communicator::add_group(const std::vector<std::string>& axes, const std::string& backend,
                              std::map<std::string, Group>& groups) {
   std::string key = axes_key(axes);
@@ -88,7 +92,8 @@ void Communicator::add_group(const std::vector<std::string>& axes, const std::st
   auto members = mesh_.group_ranks(rank_, axes);
   int size = static_cast<int>(members.size());
   int index = static_cast<int>(mesh_.index_along(rank_, axes));
-  std::string name = fmt::format("{}{}[{}]", &groups == &host_groups_ ? "host:" : "", key.empty() ? "self" : key,
+  const char* kind = &groups == &host_groups_ ? "host:" : &groups == &exchange_groups_ ? "exchange:" : "";
+  std::string name = fmt::format("{}{}[{}]", kind, key.empty() ? "self" : key,
                                  fmt::join(members, ","));
   if (size == 1 || !store_) {
     groups[key] = Group();
@@ -113,6 +118,12 @@ const Group& Communicator::host_along(const std::vector<std::string>& axes) cons
   if (runtime_.backend == "gloo") return along(axes);
   auto it = host_groups_.find(axes_key(axes));
   SPMD_ASSERT(it != host_groups_.end(), "host process group along ({}) was not created", axes_key(axes));
+  return it->second;
+}
+
+const Group& Communicator::exchange_along(const std::vector<std::string>& axes) const {
+  auto it = exchange_groups_.find(axes_key(axes));
+  SPMD_ASSERT(it != exchange_groups_.end(), "exchange process group along ({}) was not created", axes_key(axes));
   return it->second;
 }
 

@@ -63,6 +63,12 @@ class Communicator {
   // Gloo): for point-to-point traffic whose order NCCL's streams would not match.
   void create_host_group(const std::vector<std::string>& axes);
   const Group& host_along(const std::vector<std::string>& axes) const;
+  // The same lines over the run's backend as process groups of their own: for collectives issued
+  // while another collective on the same ranks may be in flight in an order that is not every
+  // rank's (expert parallelism's exchanges inside backward, beside the gradient buckets' async
+  // all-reduces): a process group matches its collectives by issue order.
+  void create_exchange_group(const std::vector<std::string>& axes);
+  const Group& exchange_along(const std::vector<std::string>& axes) const;
 
  private:
   void add_group(const std::vector<std::string>& axes, const std::string& backend, std::map<std::string, Group>& groups);
@@ -78,6 +84,7 @@ class Communicator {
   Group control_;  // unused (a group of one) when the backend is Gloo
   std::map<std::string, Group> groups_;
   std::map<std::string, Group> host_groups_;  // unused when the backend is Gloo
+  std::map<std::string, Group> exchange_groups_;
 };
 
 }  // namespace spmd

@@ -9,19 +9,21 @@ at::Tensor grouped_swiglu_experts(const at::Tensor& x, const std::vector<int64_t
                                   const at::Tensor& up, const at::Tensor& down, at::ScalarType operands) {
   SPMD_ASSERT(static_cast<int64_t>(counts.size()) == gate.size(0), "{} row counts for {} experts", counts.size(),
               gate.size(0));
+  // unbind: one backward node stacks every expert's gradient once (indexing would zero-fill and
+  // add a whole (E, C, I) gradient per expert).
+  const std::vector<at::Tensor> gates = gate.unbind(0), ups = up.unbind(0), downs = down.unbind(0);
   std::vector<at::Tensor> outputs;
   int64_t begin = 0;
   for (size_t e = 0; e < counts.size(); ++e) {
+    // An expert no token reached still runs its (empty) product: every rank builds the same graph,
+    // so its backward issues its collectives in the same order as every other rank's.
     const int64_t rows = counts[e];
-    if (rows == 0) continue;  // an expert no token reached: no product (its gradient stays zero)
-    const auto i = static_cast<int64_t>(e);
     const at::Tensor xe = x.narrow(0, begin, rows);
-    const at::Tensor h = kernels::swiglu(kernels::dense_product(xe, gate[i], {}, operands),
-                                         kernels::dense_product(xe, up[i], {}, operands));
-    outputs.push_back(kernels::dense_product(h, down[i], {}, operands).to(at::kFloat));
+    const at::Tensor h = kernels::swiglu(kernels::dense_product(xe, gates[e], {}, operands),
+                                         kernels::dense_product(xe, ups[e], {}, operands));
+    outputs.push_back(kernels::dense_product(h, downs[e], {}, operands).to(at::kFloat));
     begin += rows;
   }
-  if (outputs.empty()) return at::zeros({0, down.size(2)}, x.options().dtype(at::kFloat));
   return at::cat(outputs, 0);
 }
 

@@ -40,7 +40,7 @@ at::Tensor ParallelOps::balance_experts(const at::Tensor& y, int64_t layer, cons
 at::Tensor ParallelOps::routed_experts(const at::Tensor& x, const at::Tensor& choice, const at::Tensor& weights,
                                        const std::string& prefix) {
   const ParamLayout& gate = layout_of(prefix + ".gate");
-  const Group& experts = group(gate.expert_axes);  // expert parallelism
+  const Group& experts = model_.comm().exchange_along(gate.expert_axes);  // expert parallelism
   const Group& within = group(gate.tp_axes[2]);     // tensor parallelism within each expert (its mlp dim)
   const int64_t C = x.size(-1), k = choice.size(-1), E = gate.info.shape[0];
   const at::ScalarType operands = matmul_dtype();

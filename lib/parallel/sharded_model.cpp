@@ -103,7 +103,7 @@ void ShardedModel::create_groups() {
       comm.create_group(p.sharding.spec().axes_of(d));
     }
     comm.create_group(gradient_sum_axes(layout_, p));
-    comm.create_group(p.expert_axes);
+    comm.create_exchange_group(p.expert_axes);
   }
 }
 
