@@ -18,13 +18,13 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import torch
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt2_pytorch import matmul_peak_gflops  # noqa: E402  the same peak as the GPT-2 peer's
+from hf_training_step import adamw_as_ours, timed_steps, window_sampler  # noqa: E402
 
 # bench_train's shapes (bench/llama_cpu_vs_transformers.sh passes the same as --set overrides).
 PRESETS = {
@@ -68,32 +68,15 @@ def main():
     p = PRESETS[args.preset]
     B, T = p["batch"], p["block"]
     model = build_model(p)
-    decay = [q for q in model.parameters() if q.dim() >= 2]
-    no_decay = [q for q in model.parameters() if q.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=1e-3, betas=(0.9, 0.99))
+    optimizer = adamw_as_ours(model)
     step_model = torch.compile(model) if args.compile else model
-    data = torch.from_file(args.data, shared=False, size=os.path.getsize(args.data) // 2, dtype=torch.uint16)
 
-    def batch():
-        ix = torch.randint(0, len(data) - T - 1, (B,))
-        rows = torch.stack([data[i:i + T + 1].to(torch.int64) for i in ix.tolist()])
-        return rows[:, :-1], rows[:, 1:]
-
-    times, losses = [], []
-    for k in range(args.warmup + args.steps):
-        x, y = batch()
-        t0 = time.perf_counter()
+    def loss_of(x, y):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bfloat16"):
             logits = step_model(input_ids=x).logits
-        loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if k >= args.warmup:
-            times.append(time.perf_counter() - t0)
-            losses.append(loss.item())
+        return torch.nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
+
+    times, _, losses = timed_steps(model, optimizer, window_sampler(args.data, B, T), loss_of, args.warmup, args.steps)
 
     n_params = sum(q.numel() for q in model.parameters())
     flops_per_token = 6 * n_params + 12 * p["layers"] * T * p["width"]
