@@ -2,7 +2,8 @@
 # The sanitized tool (a -DSPMD_SANITIZE=ON build) on the paths that read files and talk between
 # processes: spmd-prepare learns a BPE tokenizer; spmd-train writes a checkpoint on DP [2,1],
 # resumes it on TP [1,2] and on FSDP [2], exports it, and starts a run from the export
-# (train.init_from). Every command must exit 0 and print no AddressSanitizer, LeakSanitizer or
+# (train.init_from); and a mixture of experts with its experts over the data axis (the all-to-all),
+# two microbatches (the routing pre-pass) and the choice bias. Every command must exit 0 and print no AddressSanitizer, LeakSanitizer or
 # UBSan report (every report is fatal: halt_on_error). Small: width 32, 2 layers, a few steps.
 #   bash tests/scripts/sanitized_runs.sh BUILD_DIR
 set -euo pipefail
@@ -55,4 +56,8 @@ run "${train[@]}" --set output.dir="$work/fsdp" --set 'mesh.shape=[2]' --set 'me
 run "$build/app/spmd-train" export --checkpoint "$work/ck/step_00000004" --out "$work/export.safetensors"
 run "${train[@]}" --set output.dir="$work/hf" --set checkpoint.dir= --set train.init_from="$work/export.safetensors" \
   --set train.steps=1
+run "${train[@]}" --set output.dir="$work/moe" --set checkpoint.dir= --set model.arch=llama \
+  --set 'model.moe={num_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 32, expert_bias_update_rate: 0.01}' \
+  --set 'sharding_rules=[[batch, data], [expert, data], [vocab, model], [heads, model], [mlp, model], [embed, null], [seq, null], [kv, null]]' \
+  --set train.microbatches=2
 echo "sanitized runs: $step commands, no sanitizer report"
