@@ -63,9 +63,7 @@ void check_meshes_match_one_process(const PackedRun& run, const std::vector<std:
     const std::string out = run.dir.file(c.name);
     const Curve curve = train(run, out, PackedRun::packed(with(common, c.args)));
     check_same_curve(curve, reference, kFloatRounding);
-    const auto norms = grad_norms(out);
-    REQUIRE(norms.size() == reference_norms.size());
-    for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(kFloatRounding));
+    check_same_grad_norms(out, reference_norms, kFloatRounding);
     MESSAGE(c.name << ": largest relative step-loss difference " << max_rel_diff(curve, reference));
   }
 }

@@ -95,9 +95,7 @@ void check_layouts_match_one_process(const FineTuningRun& run, const std::vector
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     const Curve curve = read_metrics(out + "/metrics.jsonl");
     check_same_curve(curve, reference, kFloatRounding);
-    const auto norms = grad_norms(out);
-    REQUIRE(norms.size() == reference_norms.size());
-    for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(kFloatRounding));
+    check_same_grad_norms(out, reference_norms, kFloatRounding);
     MESSAGE(c.name << ": largest relative step-loss difference " << max_rel_diff(curve, reference));
   }
 }

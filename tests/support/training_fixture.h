@@ -164,6 +164,13 @@ inline std::vector<double> grad_norms(const std::string& out) {
   return norms;
 }
 
+// A run's gradient norms (out/metrics.jsonl) against a reference's, step by step, to `rel`.
+inline void check_same_grad_norms(const std::string& out, const std::vector<double>& want, double rel) {
+  const auto norms = grad_norms(out);
+  REQUIRE(norms.size() == want.size());
+  for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(want[i]).epsilon(rel));
+}
+
 // spmd-inspect --json on a config with extra arguments, requiring success.
 inline nlohmann::json inspect_json_of(const std::string& config, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> argv{binary_path("spmd-inspect"), "--config", config, "--json"};
