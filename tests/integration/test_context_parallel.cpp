@@ -62,9 +62,7 @@ TEST_CASE("context parallel: cp 2 and 4, alone and with data, FSDP and tensor ax
       const std::string out = run.dir.file(c.name + "-" + std::to_string(p));
       const Curve curve = train(run, out, with(dropout(p), c.mesh));
       check_same_curve(curve, reference, kFloatRounding);
-      const auto norms = grad_norms(out), reference_norms = grad_norms(single);
-      REQUIRE(norms.size() == reference_norms.size());
-      for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(kFloatRounding));
+      check_same_grad_norms(out, grad_norms(single), kFloatRounding);
       const auto summary = read_summary(out);
       CHECK(summary["ranks"].get<int>() == c.ranks);
       CHECK(summary["context_parallel"].get<int>() == c.cp);
@@ -101,9 +99,7 @@ TEST_CASE("context parallel: context x stage pipelines (1F1B and interleaved) ma
                                              {"--set", "train.microbatches=2", "--set", "runtime.pipeline_schedule=" + schedule,
                                               "--set", "runtime.virtual_stages=" + chunks}));
     check_same_curve(curve, reference, kFloatRounding);
-    const auto norms = grad_norms(out), reference_norms = grad_norms(run.dir.file("single"));
-    REQUIRE(norms.size() == reference_norms.size());
-    for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(kFloatRounding));
+    check_same_grad_norms(out, grad_norms(run.dir.file("single")), kFloatRounding);
     CHECK(read_summary(out)["pipeline_stages"].get<int>() == 2);
   }
 }
@@ -183,9 +179,7 @@ TEST_CASE("context parallel by ring: cp 2 and 4, with data, tensor and pipeline 
         const std::string out = run.dir.file("ring-" + c.name + "-" + std::to_string(p));
         const Curve curve = train(run, out, with(with(deep ? with(dropout(p), four_blocks) : dropout(p), c.args), ring));
         check_same_curve(curve, reference, kFloatRounding);
-        const auto norms = grad_norms(out), reference_norms = grad_norms(single);
-        REQUIRE(norms.size() == reference_norms.size());
-        for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(kFloatRounding));
+        check_same_grad_norms(out, grad_norms(single), kFloatRounding);
         // The ring ran: every attention forward of every step sent keys and values around.
         const auto summary = read_summary(out);
         CHECK(summary["context_exchange"] == "ring");

@@ -46,9 +46,7 @@ TEST_CASE("interleaved: p = 2 and p = 4 stages with 2 chunks each match the sing
     const std::string out = run.dir.file(c.name);
     const Curve curve = train(run, out, with(model(c.blocks), interleaved(c.stages, c.data, c.microbatches)));
     check_same_curve(curve, reference, kFloatRounding);
-    const auto norms = grad_norms(out), reference_norms = grad_norms(single);
-    REQUIRE(norms.size() == reference_norms.size());
-    for (size_t i = 0; i < norms.size(); ++i) CHECK(norms[i] == doctest::Approx(reference_norms[i]).epsilon(kFloatRounding));
+    check_same_grad_norms(out, grad_norms(single), kFloatRounding);
     const auto summary = read_summary(out);
     CHECK(summary["pipeline_stages"].get<int>() == c.stages);
     MESSAGE(c.name << ": largest relative step-loss difference " << max_rel_diff(curve, reference));
