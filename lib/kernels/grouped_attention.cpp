@@ -1,7 +1,7 @@
 // kernels::rotary_pack and kernels::grouped_causal_attention (kernels.h): the CPU's fused kernels
 // (kernels/cpu/fused_rotary.h, fused_attention.h), and elsewhere the same numbers from the
-// device-generic ops: each rotated, then packed; the key/value heads repeated into the
-// (B, T, 3, H, D) layout causal_attention takes.
+// device-generic ops: the query and key heads each rotated, then packed again; the key/value
+// heads repeated into the (B, T, 3, H, D) layout causal_attention takes.
 #include <ATen/ATen.h>
 
 #include "kernels/cpu/fused_attention.h"
@@ -20,11 +20,13 @@ at::Tensor repeat_heads(const at::Tensor& kv, int64_t heads) {
 }
 }  // namespace
 
-at::Tensor rotary_pack(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cos,
-                       const at::Tensor& sin) {
-  if (!takes_generic_path(q.device()) && cpu::fused_rotary_supports(q, k, v, cos, sin))
-    return cpu::fused_rotary_pack(q, k, v, cos, sin);
-  return at::cat({rotary(q, cos, sin), rotary(k, cos, sin), v}, 2);
+at::Tensor rotary_pack(const at::Tensor& qkv, int64_t kv_heads, const at::Tensor& cos, const at::Tensor& sin) {
+  if (!takes_generic_path(qkv.device()) && cpu::fused_rotary_supports(qkv, kv_heads, cos, sin))
+    return cpu::fused_rotary_pack(qkv, kv_heads, cos, sin);
+  const int64_t H = qkv.size(2) - 2 * kv_heads;
+  return at::cat({rotary(qkv.narrow(2, 0, H), cos, sin), rotary(qkv.narrow(2, H, kv_heads), cos, sin),
+                  qkv.narrow(2, H + kv_heads, kv_heads)},
+                 2);
 }
 
 at::Tensor grouped_causal_attention(const at::Tensor& packed, int64_t kv_heads, const DropoutDraws& dropout,

@@ -163,6 +163,10 @@ at::Tensor dropout(const at::Tensor& x, const DropoutDraws& draws);
 // elsewhere), computed in float32 and rounded once; on a CPU one pass each way too
 // (kernels/cpu/fused_swiglu.h).
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
+// The same of gate_up (..., 2 F) = [gate | up] along the last dim (the gate and up product's
+// output) -> (..., F); its gradient comes back in that layout. On a CPU one pass each way
+// (kernels/cpu/fused_swiglu.h), no halves copied out; elsewhere swiglu of the two halves.
+at::Tensor swiglu_halves(const at::Tensor& gate_up);
 
 // Rotary embeddings: x (B, T, H, D) rotated by the angles whose cos and sin are float32
 // (P, T, 1, D), P 1 or B: x cos + rotate_half(x) sin, rotate_half(x) = [-x2, x1], computed in
@@ -170,12 +174,11 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 // way on a GPU (kernels/cuda/pointwise.cuh), the CPU stand-in of the same numbers elsewhere.
 at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
-// Grouped-query attention's input in the layout its kernel reads: q (B, T, H, D) and k
-// (B, T, Hkv, D) rotated as rotary() rotates them, v as it is, packed along the heads into
-// (B, T, H + 2 Hkv, D) (query heads, key heads, value heads) in q's dtype; autograd-aware. On a CPU
-// one pass each way (kernels/cpu/fused_rotary.h, apply_rope's bits); elsewhere rotary and cat.
-at::Tensor rotary_pack(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cos,
-                       const at::Tensor& sin);
+// Grouped-query attention's input in the layout its kernel reads: qkv (B, T, H + 2 Hkv, D) (query
+// heads, key heads, value heads: the q, k, v product's output) with its query and key heads
+// rotated as rotary() rotates them, in qkv's dtype; autograd-aware. On a CPU one pass each way
+// (kernels/cpu/fused_rotary.h, apply_rope's bits); elsewhere rotary on each and cat.
+at::Tensor rotary_pack(const at::Tensor& qkv, int64_t kv_heads, const at::Tensor& cos, const at::Tensor& sin);
 
 // Causal attention of a packed (B, T, H + 2 Hkv, D) qkv (rotary_pack's) in which query head h
 // reads key/value head h / (H / Hkv) -> (B, T, H, D); dropout as (B, H, T, T) draws, operand_dtype

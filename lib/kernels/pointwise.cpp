@@ -1,5 +1,5 @@
-// kernels::rotary and kernels::swiglu (kernels.h): their autograd nodes, each one op forward and
-// one backward: the GPU kernel (kernels/cuda/pointwise.cuh) or its CPU stand-in.
+// kernels::rotary, kernels::swiglu and swiglu_halves (kernels.h): their autograd nodes, each one
+// op forward and one backward: the GPU kernel (kernels/cuda/pointwise.cuh) or its CPU stand-in.
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels/cpu/fused_swiglu.h"
@@ -66,6 +66,13 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
   if (!takes_generic_path(gate.device()) || gate.scalar_type() != up.scalar_type() || gate.sizes() != up.sizes())
     return at::silu(gate) * up;
   return SwiGlu::apply(gate, up);
+}
+
+at::Tensor swiglu_halves(const at::Tensor& gate_up) {
+  if (!takes_generic_path(gate_up.device()) && cpu::fused_swiglu_halves_supports(gate_up))
+    return cpu::fused_swiglu_halves(gate_up);
+  const int64_t F = gate_up.size(-1) / 2;
+  return swiglu(gate_up.narrow(-1, 0, F), gate_up.narrow(-1, F, F));
 }
 
 }  // namespace spmd::kernels

@@ -12,13 +12,13 @@ at::Tensor repeat_kv(const at::Tensor& kv, int64_t heads) {
   return kv.unsqueeze(3).expand({s[0], s[1], s[2], group, s[3]}).reshape({s[0], s[1], heads, s[3]});
 }
 
-at::Tensor ModelOps::rotary_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                      const at::Tensor& cos, const at::Tensor& sin, const std::string& dropout_site,
+at::Tensor ModelOps::rotary_attention(const at::Tensor& qkv, int64_t kv_heads, const at::Tensor& cos,
+                                      const at::Tensor& sin, const std::string& dropout_site,
                                       const at::Tensor& document_starts) {
-  const int64_t H = q.size(2);
-  const at::Tensor qkv =
-      at::stack({rotary(q, cos, sin), repeat_kv(rotary(k, cos, sin), H), repeat_kv(v, H)}, 2);  // (B, T, 3, H, D)
-  return causal_attention(qkv, dropout_site, document_starts);
+  const int64_t H = qkv.size(2) - 2 * kv_heads;
+  const at::Tensor q = qkv.narrow(2, 0, H), k = qkv.narrow(2, H, kv_heads), v = qkv.narrow(2, H + kv_heads, kv_heads);
+  return causal_attention(at::stack({rotary(q, cos, sin), repeat_kv(rotary(k, cos, sin), H), repeat_kv(v, H)}, 2),
+                          dropout_site, document_starts);  // (B, T, 3, H, D)
 }
 
 }  // namespace spmd

@@ -17,26 +17,27 @@ Llama::Llama(const ModelConfig& config) : Model(config), inverse_frequencies_(ro
 at::Tensor Llama::attention(const at::Tensor& x, int64_t layer, ModelOps& ops, bool training, KvCache* cache,
                             const at::Tensor& document_starts) const {
   const std::string p = fmt::format("h.{}.attn", layer);
-  at::Tensor q = ops.dense(x, p + ".q.weight", "", 1);  // (B, T, H, D)
-  at::Tensor k = ops.dense(x, p + ".k.weight", "", 1);  // (B, T, Hkv, D)
-  at::Tensor v = ops.dense(x, p + ".v.weight", "", 1);
+  // q, k, v in one product: (B, T, H + 2 Hkv, D), this rank's query heads, then key, then value heads.
+  at::Tensor qkv = ops.dense_concat(x, {p + ".q.weight", p + ".k.weight", p + ".v.weight"}, 1);
+  const int64_t Hkv = qkv.size(2) / (config_.n_head / config_.kv_heads() + 2), H = qkv.size(2) - 2 * Hkv;
   if (config_.qk_norm) {  // Qwen3: each query and key head RMS-normed before the rotation
-    q = ops.rms_norm(q, p + ".q_norm.weight", config_.rms_norm_eps);
-    k = ops.rms_norm(k, p + ".k_norm.weight", config_.rms_norm_eps);
+    qkv = at::cat({ops.rms_norm(qkv.narrow(2, 0, H), p + ".q_norm.weight", config_.rms_norm_eps),
+                   ops.rms_norm(qkv.narrow(2, H, Hkv), p + ".k_norm.weight", config_.rms_norm_eps),
+                   qkv.narrow(2, H + Hkv, Hkv)},
+                  2);
   }
   // Each position rotated by its true place: context-parallel chunks and packed documents too.
   const RopeAngles angles =
-      rope_angles(ops.positions(q.size(1), cache ? cache->length : 0, document_starts), inverse_frequencies_);
+      rope_angles(ops.positions(qkv.size(1), cache ? cache->length : 0, document_starts), inverse_frequencies_);
   const bool drop = training && config_.dropout > 0;
   at::Tensor y;
   if (cache) {  // the cache holds the Hkv key/value heads
-    q = ops.rotary(q, angles.cos, angles.sin);
-    cache->append(layer, ops.rotary(k, angles.cos, angles.sin), v);
+    const at::Tensor q = ops.rotary(qkv.narrow(2, 0, H), angles.cos, angles.sin);
+    cache->append(layer, ops.rotary(qkv.narrow(2, H, Hkv), angles.cos, angles.sin), qkv.narrow(2, H + Hkv, Hkv));
     const size_t l = static_cast<size_t>(layer);
-    const int64_t H = q.size(2);
     y = ops.attention_over_prefix(q, repeat_kv(cache->keys[l], H), repeat_kv(cache->values[l], H));
   } else {  // (B, T, H, D)
-    y = ops.rotary_attention(q, k, v, angles.cos, angles.sin, drop ? p + ".attn_dropout" : "", document_starts);
+    y = ops.rotary_attention(qkv, Hkv, angles.cos, angles.sin, drop ? p + ".attn_dropout" : "", document_starts);
   }
   y = ops.dense(y, p + ".o.weight", "", 2);  // (B, T, C)
   if (drop) y = ops.dropout(y, p + ".resid_dropout", kResidualAxes);
@@ -48,9 +49,9 @@ at::Tensor Llama::mlp(const at::Tensor& x, int64_t layer, ModelOps& ops, bool tr
   at::Tensor y;  // (B, T, C)
   if (config_.moe.sparse_layer(layer)) {
     y = sparse_mlp(config_, x, layer, ops);
-  } else {
-    const at::Tensor h = ops.swiglu(ops.dense(x, p + ".gate.weight", "", 1), ops.dense(x, p + ".up.weight", "", 1));
-    y = ops.dense(h, p + ".down.weight", "", 1);
+  } else {  // gate and up in one product: (B, T, 2 F)
+    const at::Tensor gate_up = ops.dense_concat(x, {p + ".gate.weight", p + ".up.weight"}, 1);
+    y = ops.dense(ops.swiglu(gate_up), p + ".down.weight", "", 1);
   }
   if (training && config_.dropout > 0) y = ops.dropout(y, p + ".resid_dropout", kResidualAxes);
   return y;

@@ -22,6 +22,13 @@ class ModelOps {
   virtual at::Tensor dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
                            int64_t contracted_dims) = 0;
 
+  // The products of x with each of `weights` (as dense, no bias), concatenated along the weights'
+  // first output dim (their other output dims alike): the projections that read one input, e.g.
+  // q, k and v (C, H, D), (C, Hkv, D) -> (B, T, H + 2 Hkv, D). One product where the runtime can
+  // (one pass over x, one wider matrix); by default each dense, then cat.
+  virtual at::Tensor dense_concat(const at::Tensor& x, const std::vector<std::string>& weights,
+                                  int64_t contracted_dims);
+
   // LayerNorm over x's last dim with the named scale and bias ("" for none). The norms compute in
   // float32 and return the matmul operand dtype (model.matmul_dtype: their output feeds matmuls).
   virtual at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias,
@@ -85,17 +92,21 @@ class ModelOps {
   // (model/rope.h), in float32, returned in x's dtype. By default rope.h's apply_rope.
   virtual at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
-  // Rotary grouped-query causal attention: q (B, T, H, D) and k (B, T, Hkv, D) rotated by the angles
-  // (as rotary), then causal attention (as causal_attention, dropout and document starts included)
-  // in which query head i reads key/value head i / (H / Hkv) of k and v -> (B, T, H, D). By default
-  // rotary, the key/value heads repeated (model/grouped_query.h), stacked and causal_attention; a
-  // runtime with a kernel that reads each key/value head for its query heads uses it.
-  virtual at::Tensor rotary_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                      const at::Tensor& cos, const at::Tensor& sin, const std::string& dropout_site,
+  // Rotary grouped-query causal attention of qkv (B, T, H + 2 Hkv, D) (query heads, key heads,
+  // value heads along dim 2, as dense_concat of the q, k, v projections gives them): the query and
+  // key heads rotated by the angles (as rotary), then causal attention (as causal_attention,
+  // dropout and document starts included) in which query head i reads key/value head
+  // i / (H / Hkv) -> (B, T, H, D). By default rotary on each, the key/value heads repeated
+  // (model/grouped_query.h), stacked and causal_attention; a runtime with a kernel that reads each
+  // key/value head for its query heads uses it.
+  virtual at::Tensor rotary_attention(const at::Tensor& qkv, int64_t kv_heads, const at::Tensor& cos,
+                                      const at::Tensor& sin, const std::string& dropout_site,
                                       const at::Tensor& document_starts);
 
-  // Llama's SwiGLU: silu(gate) * up, in the inputs' dtype (bf16 between bf16 matmuls).
-  virtual at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) = 0;
+  // Llama's SwiGLU of gate_up (..., 2 F) = [gate | up] along the last dim (dense_concat of the
+  // gate and up projections): silu(gate) * up -> (..., F), in the input's dtype (bf16 between bf16
+  // matmuls).
+  virtual at::Tensor swiglu(const at::Tensor& gate_up) = 0;
 
   // A sparse layer's routed experts (docs/experts.md): each token of x (B, T, C) (the matmul
   // operand dtype) goes to the experts in `choice` (B, T, k) int64, and their outputs are summed

@@ -32,9 +32,8 @@ at::Tensor sparse_mlp(const ModelConfig& c, const at::Tensor& x, int64_t layer, 
   at::Tensor y = ops.routed_experts(x, r.choice.view(routed_shape), r.weights.view(routed_shape), p + ".experts");
   y = ops.balance_experts(y, layer, r.probs, r.choice);
   if (c.moe.shared_expert_intermediate_size == 0) return y;
-  const at::Tensor shared =
-      ops.dense(ops.swiglu(ops.dense(x, p + ".shared.gate.weight", "", 1), ops.dense(x, p + ".shared.up.weight", "", 1)),
-                p + ".shared.down.weight", "", 1);
+  const at::Tensor gate_up = ops.dense_concat(x, {p + ".shared.gate.weight", p + ".shared.up.weight"}, 1);
+  const at::Tensor shared = ops.dense(ops.swiglu(gate_up), p + ".shared.down.weight", "", 1);
   const at::Tensor open = at::sigmoid(ops.dense(x, p + ".shared_gate.weight", "", 1).to(at::kFloat));  // (B, T, 1)
   return y + open * shared.to(at::kFloat);
 }

@@ -63,6 +63,16 @@ at::Tensor ParallelOps::matmul_param(const std::string& name) {
   return model_.param_as(model_.index_of(name), dtype);
 }
 
+at::Tensor ParallelOps::column_input(const at::Tensor& x, const std::vector<std::string>& out_tp) {
+  if (out_tp.empty()) return x;
+  // Tensor-parallel collectives carry float32 (a bf16 input's gradient is all-reduced over the
+  // group: summed in float32, as one process sums it).
+  const at::Tensor input = x.to(at::kFloat);
+  // Column-parallel: the replicated input fans out to shards of the output features.
+  // Under sequence parallelism the input is this rank's slice of the sequence: gather it.
+  return sequence_parallel() ? gather_sequence_from_group(input, group(out_tp)) : copy_to_group(input, group(out_tp));
+}
+
 at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
                               int64_t contracted_dims) {
   const auto& layout = layout_of(weight);
@@ -70,16 +80,9 @@ at::Tensor ParallelOps::dense(const at::Tensor& x, const std::string& weight, co
               contracted_dims, layout.info.input_dims);
   const size_t n = static_cast<size_t>(contracted_dims);
   auto in_tp = layout.input_tp_axes();
-  auto out_tp = layout.output_tp_axes();
   const std::vector<int64_t> w_shape = layout.gathered_shape();  // as computed with (FSDP dims gathered)
   const at::ScalarType operands = matmul_dtype();
-  // Tensor-parallel collectives carry float32 (a bf16 input's gradient is all-reduced over the
-  // group: summed in float32, as one process sums it).
-  at::Tensor input = out_tp.empty() ? x : x.to(at::kFloat);
-  // Column-parallel: the replicated input fans out to shards of the output features.
-  // Under sequence parallelism the input is this rank's slice of the sequence: gather it.
-  if (!out_tp.empty())
-    input = sequence_parallel() ? gather_sequence_from_group(input, group(out_tp)) : copy_to_group(input, group(out_tp));
+  const at::Tensor input = column_input(x, layout.output_tp_axes());
   // One 2-D matmul: (rows, K) x (K, N); a bias that needs no reduction first rides in addmm.
   const int64_t lead = input.dim() - static_cast<int64_t>(n);
   std::vector<int64_t> out_shape(input.sizes().begin(), input.sizes().begin() + lead);
@@ -265,20 +268,21 @@ at::Tensor ParallelOps::causal_attention(const at::Tensor& qkv, const std::strin
   return kernels::causal_attention(qkv, dropout, operands, document_starts);
 }
 
-at::Tensor ParallelOps::rotary_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                         const at::Tensor& cos, const at::Tensor& sin, const std::string& dropout_site,
+at::Tensor ParallelOps::rotary_attention(const at::Tensor& qkv, int64_t kv_heads, const at::Tensor& cos,
+                                         const at::Tensor& sin, const std::string& dropout_site,
                                          const at::Tensor& document_starts) {
-  // The CPU's fused kernels: q and k rotated into the packed layout attention reads, each key/value
-  // head read for its query heads (never repeated). Context parallelism exchanges whole
-  // (B, T, 3, H, D) blocks, and a GPU takes libtorch's attention: the default.
-  if (context_parallel() || kernels::takes_generic_path(q.device()))
-    return ModelOps::rotary_attention(q, k, v, cos, sin, dropout_site, document_starts);
+  // The CPU's fused kernels: the query and key heads rotated in the packed layout attention reads,
+  // each key/value head read for its query heads (never repeated). Context parallelism exchanges
+  // whole (B, T, 3, H, D) blocks, and a GPU takes libtorch's attention: the default.
+  if (context_parallel() || kernels::takes_generic_path(qkv.device()))
+    return ModelOps::rotary_attention(qkv, kv_heads, cos, sin, dropout_site, document_starts);
   static const std::vector<std::string> kGroupedProbs{"batch", "heads", "", ""};  // as causal_attention's
-  const at::Tensor packed = kernels::rotary_pack(q, k, v, cos, sin);              // (B, T, H + 2 Hkv, D)
-  const int64_t kv_heads = k.size(2);
+  const at::Tensor packed = kernels::rotary_pack(qkv, kv_heads, cos, sin);        // (B, T, H + 2 Hkv, D)
   kernels::DropoutDraws dropout;
-  if (!dropout_site.empty() && model_.layout().model.dropout > 0)
-    dropout = dropout_draws(dropout_block({q.size(0), q.size(2), q.size(1), q.size(1)}, dropout_site, kGroupedProbs));
+  if (!dropout_site.empty() && model_.layout().model.dropout > 0) {
+    const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(2) - 2 * kv_heads;
+    dropout = dropout_draws(dropout_block({B, H, T, T}, dropout_site, kGroupedProbs));
+  }
   const at::ScalarType operands = matmul_dtype();
   if (remat_ == Remat::kSelective)
     return recomputed(packed, [kv_heads, dropout, operands, document_starts](const at::Tensor& in) {
@@ -336,7 +340,7 @@ at::Tensor ParallelOps::dense_gelu(const at::Tensor& x, const std::string& weigh
   return kernels::bias_gelu(dense(x, weight, bias, 1));
 }
 
-at::Tensor ParallelOps::swiglu(const at::Tensor& gate, const at::Tensor& up) { return kernels::swiglu(gate, up); }
+at::Tensor ParallelOps::swiglu(const at::Tensor& gate_up) { return kernels::swiglu_halves(gate_up); }
 
 at::Tensor ParallelOps::dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) {
   if (model_.layout().model.dropout <= 0) return x;

@@ -43,6 +43,8 @@ class ParallelOps : public ModelOps {
   bool has_param(const std::string& name) const override;
   at::Tensor dense(const at::Tensor& x, const std::string& weight, const std::string& bias,
                    int64_t contracted_dims) override;
+  at::Tensor dense_concat(const at::Tensor& x, const std::vector<std::string>& weights,
+                          int64_t contracted_dims) override;
   at::Tensor layer_norm(const at::Tensor& x, const std::string& weight, const std::string& bias, double eps) override;
   at::Tensor rms_norm(const at::Tensor& x, const std::string& weight, double eps) override;
   AddNormed add_layer_norm(const at::Tensor& x, const at::Tensor& delta, const std::string& weight,
@@ -58,9 +60,8 @@ class ParallelOps : public ModelOps {
   at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
   at::Tensor causal_attention(const at::Tensor& qkv, const std::string& dropout_site,
                               const at::Tensor& document_starts) override;
-  at::Tensor rotary_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cos,
-                              const at::Tensor& sin, const std::string& dropout_site,
-                              const at::Tensor& document_starts) override;
+  at::Tensor rotary_attention(const at::Tensor& qkv, int64_t kv_heads, const at::Tensor& cos, const at::Tensor& sin,
+                              const std::string& dropout_site, const at::Tensor& document_starts) override;
   at::Tensor bias_gelu(const at::Tensor& h, const std::string& bias) override;
   at::Tensor routed_experts(const at::Tensor& x, const at::Tensor& choice, const at::Tensor& weights,
                             const std::string& prefix) override;
@@ -71,7 +72,7 @@ class ParallelOps : public ModelOps {
   // The step's routing, settled before the backward runs (it outlives the pass's graph): the
   // balancing loss's gradient then reaches the routers through balance_experts.
   void use_step_routing(const StepRouting* step) { step_routing_ = step; }
-  at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) override;
+  at::Tensor swiglu(const at::Tensor& gate_up) override;
   at::Tensor dropout(const at::Tensor& x, const std::string& site, const std::vector<std::string>& logical) override;
   at::Tensor constrain(const at::Tensor& x, const std::vector<std::string>& logical) override;
   at::Tensor block(const at::Tensor& x, std::function<at::Tensor(const at::Tensor&)> body) override;
@@ -84,6 +85,10 @@ class ParallelOps : public ModelOps {
   // the unit's first use in this pass (in grad mode), so its gradients are reduce-scattered once.
   FsdpWeight fsdp_weight(const std::string& name);
   const Group& group(const std::vector<std::string>& axes) const { return model_.comm().along(axes); }
+  // A dense product's input as the product takes it: as it is, or, for weights split along their
+  // outputs over `out_tp` (column-parallel), in float32 and fanned out over (under sequence
+  // parallelism: gathered along the sequence from) that group.
+  at::Tensor column_input(const at::Tensor& x, const std::vector<std::string>& out_tp);
   // Whether x + delta and the norm with these parameters run as one op (kernels/residual_norm.h):
   // on the device-generic path (the GPU's), float32 residuals, weights held whole.
   bool fuses_residual_norm(const at::Tensor& x, const std::string& weight, const std::string& bias) const;

@@ -1,7 +1,8 @@
 // Llama's fused CPU kernels against the unfused ops they replace: residual add + RMSNorm
 // (fused_rms_norm.h) against x + delta and kernels::rms_norm; SwiGLU (fused_swiglu.h) against
-// at::silu(gate) * up; the rotary pack (fused_rotary.h) against apply_rope and cat, bit for bit in
-// float32 (same operations, same order); grouped-query attention on the packed layout
+// at::silu(gate) * up, and its [gate | up] form against it; the rotary pack (fused_rotary.h) on the
+// packed q, k, v against apply_rope and cat, bit for bit in float32 (same operations, same order);
+// grouped-query attention on the packed layout
 // (fused_attention.h) against the (B, T, 3, H, D) kernel on the key/value heads repeated: the
 // forward bit for bit (the same per-head work), the gradients to a stated tolerance (dK and dV sum
 // the group's query heads inside the product instead of after it).
@@ -115,23 +116,54 @@ TEST_CASE("fused rotary pack: apply_rope and cat bit for bit, forward and backwa
   for (int64_t P : {1, 3}) {
     CAPTURE(P);
     const spmd::RopeAngles a = llama_kernel_angles(P, 19, 16);
-    const at::Tensor q = at::randn({3, 19, 6, 16}).requires_grad_(true);
-    const at::Tensor k = at::randn({3, 19, 2, 16}).requires_grad_(true);
-    const at::Tensor v = at::randn({3, 19, 2, 16}).requires_grad_(true);
+    const at::Tensor qkv = at::randn({3, 19, 10, 16}).requires_grad_(true);  // 6 query, 2 key, 2 value heads
+    const at::Tensor q = qkv.narrow(2, 0, 6), k = qkv.narrow(2, 6, 2), v = qkv.narrow(2, 8, 2);
     const at::Tensor ref = at::cat({spmd::apply_rope(q, a), spmd::apply_rope(k, a), v}, 2);
-    const at::Tensor out = cpu::fused_rotary_pack(q, k, v, a.cos, a.sin);
+    const at::Tensor out = cpu::fused_rotary_pack(qkv, 2, a.cos, a.sin);
     CHECK(out.sizes() == at::IntArrayRef{3, 19, 10, 16});
     CHECK(at::equal(out, ref));
     const at::Tensor dy = at::randn({3, 19, 10, 16});
-    const auto r = torch::autograd::grad({ref}, {q, k, v}, {dy});
-    const auto f = torch::autograd::grad({out}, {q, k, v}, {dy});
-    for (size_t i = 0; i < 3; ++i) CHECK(at::equal(f[i], r[i]));
-    // bf16 q, k, v (bf16 products): the float32 rotation of their values, rounded once, as apply_rope.
-    const at::Tensor q16 = q.detach().to(at::kBFloat16), k16 = k.detach().to(at::kBFloat16),
-                     v16 = v.detach().to(at::kBFloat16);
-    CHECK(at::equal(cpu::fused_rotary_pack(q16, k16, v16, a.cos, a.sin),
-                    at::cat({spmd::apply_rope(q16, a), spmd::apply_rope(k16, a), v16}, 2)));
+    CHECK(at::equal(torch::autograd::grad({out}, {qkv}, {dy})[0], torch::autograd::grad({ref}, {qkv}, {dy})[0]));
+    // bf16 (bf16 products): the float32 rotation of their values, rounded once, as apply_rope.
+    const at::Tensor q16 = qkv.detach().to(at::kBFloat16);
+    CHECK(at::equal(cpu::fused_rotary_pack(q16, 2, a.cos, a.sin),
+                    at::cat({spmd::apply_rope(q16.narrow(2, 0, 6), a), spmd::apply_rope(q16.narrow(2, 6, 2), a),
+                             q16.narrow(2, 8, 2)},
+                            2)));
   }
+  // The device-generic path (rotary on each, then cat) gives the same numbers.
+  const spmd::RopeAngles a = llama_kernel_angles(1, 7, 8);
+  const at::Tensor qkv = at::randn({2, 7, 5, 8});  // 3 query heads, 1 key, 1 value
+  use_cpu_kernels(CpuKernels::kGeneric);
+  const at::Tensor generic = rotary_pack(qkv, 1, a.cos, a.sin);
+  use_cpu_kernels(CpuKernels::kFused);
+  CHECK(at::allclose(rotary_pack(qkv, 1, a.cos, a.sin), generic, 1e-6, 1e-7));
+  CHECK_FALSE(cpu::fused_rotary_supports(qkv, 3, a.cos, a.sin));  // no query heads left
+}
+
+TEST_CASE("fused swiglu halves: [gate | up] read in place, the pair kernel's bits, the gradient in the same layout") {
+  at::manual_seed(27);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(dtype);
+    const at::Tensor gate_up = (at::randn({4, 21, 2 * 65}) * 3).to(dtype).requires_grad_(true);
+    const at::Tensor g = gate_up.detach().narrow(-1, 0, 65).contiguous().requires_grad_(true);
+    const at::Tensor u = gate_up.detach().narrow(-1, 65, 65).contiguous().requires_grad_(true);
+    const at::Tensor out = cpu::fused_swiglu_halves(gate_up), ref = cpu::fused_swiglu(g, u);
+    CHECK(out.sizes() == at::IntArrayRef{4, 21, 65});
+    CHECK(at::equal(out, ref));
+    const at::Tensor dy = at::randn({4, 21, 65}).to(dtype);
+    const at::Tensor d = torch::autograd::grad({out}, {gate_up}, {dy})[0];
+    const auto r = torch::autograd::grad({ref}, {g, u}, {dy});
+    CHECK(at::equal(d, at::cat({r[0], r[1]}, -1)));
+  }
+  // kernels::swiglu_halves off the fused path: the pair op on the two halves.
+  const at::Tensor gate_up = at::randn({3, 10});
+  use_cpu_kernels(CpuKernels::kGeneric);
+  const at::Tensor generic = swiglu_halves(gate_up);
+  use_cpu_kernels(CpuKernels::kFused);
+  CHECK(at::allclose(swiglu_halves(gate_up), generic, 1e-5, 1e-6));
+  CHECK(at::allclose(generic, at::silu(gate_up.narrow(-1, 0, 5)) * gate_up.narrow(-1, 5, 5), 1e-5, 1e-6));
+  CHECK_FALSE(cpu::fused_swiglu_halves_supports(at::randn({3, 9})));
 }
 
 TEST_CASE("fused grouped attention: the repeated-heads kernel's output bit for bit, its gradients within 1e-5") {

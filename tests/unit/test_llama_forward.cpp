@@ -67,7 +67,10 @@ class PlainOps : public ModelOps {
   at::Tensor attention_over_prefix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override {
     return kernels::attention_over_prefix(q, k, v);
   }
-  at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) override { return kernels::swiglu(gate, up); }
+  at::Tensor swiglu(const at::Tensor& gate_up) override {
+    const int64_t F = gate_up.size(-1) / 2;
+    return at::silu(gate_up.narrow(-1, 0, F)) * gate_up.narrow(-1, F, F);
+  }
   at::Tensor bias_gelu(const at::Tensor& h, const std::string&) override { return kernels::bias_gelu(h); }
   at::Tensor dropout(const at::Tensor& x, const std::string&, const std::vector<std::string>&) override { return x; }
   at::Tensor block(const at::Tensor& x, std::function<at::Tensor(const at::Tensor&)> body) override { return body(x); }

@@ -1,4 +1,4 @@
-// Rotary pack (fused_rotary.h), per (b, t) row of heads, with half = D / 2:
+// Rotary pack (fused_rotary.h), per (b, t) row of query and key heads, with half = D / 2:
 //   forward   y[j] = x[j] c[j] - x[j + half] s[j]          (j < half)
 //             y[j] = x[j] c[j] + x[j - half] s[j]          (j >= half)
 //   backward  dx[j] = dy[j] c[j] + dy[j + half] s[j + half]  (j < half)
@@ -78,97 +78,84 @@ T* rope_elements(const at::Tensor& t) {
   else return reinterpret_cast<T*>(t.data_ptr<at::BFloat16>());
 }
 
-// The rows of one direction: packed (B, T, H + 2 Hkv, D) <-> q (.., H, D), k and v (.., Hkv, D).
+// The rows of a packed (B, T, H + 2 Hkv, D) tensor: query heads, key heads, value heads.
 struct RopeRows {
   int64_t B, T, H, Hkv, D;
   bool per_row_angles;  // cos, sin (B, T, 1, D), else (1, T, 1, D)
-  int64_t packed_ld() const { return (H + 2 * Hkv) * D; }
+  int64_t ld() const { return (H + 2 * Hkv) * D; }
   const float* angles(const at::Tensor& a, int64_t row) const {
     return a.data_ptr<float>() + (per_row_angles ? row : row % T) * D;
   }
 };
 
-// Forward (back false): q, k, v -> packed. Backward: packed's gradient -> dq, dk, dv.
+// Forward (back false): the query and key heads of `from` rotated into `to`, the value heads
+// copied. Backward (back true): the same with the rotation reversed, on the gradient.
 template <typename T>
-void rope_pass(const RopeRows& r, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& packed,
-               const at::Tensor& cos, const at::Tensor& sin, bool back) {
-  T *q_p = rope_elements<T>(q), *k_p = rope_elements<T>(k), *v_p = rope_elements<T>(v),
-    *pk = rope_elements<T>(packed);
-  const int64_t ld = r.packed_ld(), HD = r.H * r.D, KD = r.Hkv * r.D;
+void rope_pass(const RopeRows& r, const at::Tensor& from, const at::Tensor& to, const at::Tensor& cos,
+               const at::Tensor& sin, bool back) {
+  const T* in = rope_elements<T>(from);
+  T* out = rope_elements<T>(to);
+  const int64_t ld = r.ld(), rotated = (r.H + r.Hkv) * r.D;
   at::parallel_for(0, r.B * r.T, 16, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const float *c = r.angles(cos, row), *s = r.angles(sin, row);
-      T* p = pk + row * ld;
-      if (!back) {
-        rotate_heads(q_p + row * HD, p, c, s, r.H, r.D, false);
-        rotate_heads(k_p + row * KD, p + HD, c, s, r.Hkv, r.D, false);
-        std::copy(v_p + row * KD, v_p + (row + 1) * KD, p + HD + KD);
-      } else {
-        rotate_heads(p, q_p + row * HD, c, s, r.H, r.D, true);
-        rotate_heads(p + HD, k_p + row * KD, c, s, r.Hkv, r.D, true);
-        std::copy(p + HD + KD, p + HD + 2 * KD, v_p + row * KD);
-      }
+      const T* x = in + row * ld;
+      T* y = out + row * ld;
+      rotate_heads(x, y, c, s, r.H + r.Hkv, r.D, back);  // query and key heads share the angles
+      std::copy(x + rotated, x + ld, y + rotated);
     }
   });
 }
-void rope_pass_any(const RopeRows& r, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                   const at::Tensor& packed, const at::Tensor& cos, const at::Tensor& sin, bool back) {
-  if (q.scalar_type() == at::kBFloat16) rope_pass<uint16_t>(r, q, k, v, packed, cos, sin, back);
-  else rope_pass<float>(r, q, k, v, packed, cos, sin, back);
+at::Tensor rope_pass_any(const RopeRows& r, const at::Tensor& from, const at::Tensor& cos, const at::Tensor& sin,
+                         bool back) {
+  at::Tensor to = at::empty_like(from);
+  if (from.scalar_type() == at::kBFloat16) rope_pass<uint16_t>(r, from, to, cos, sin, back);
+  else rope_pass<float>(r, from, to, cos, sin, back);
+  return to;
 }
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct FusedRotaryPack : torch::autograd::Function<FusedRotaryPack> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q_in, const at::Tensor& k_in,
-                            const at::Tensor& v_in, const at::Tensor& cos_in, const at::Tensor& sin_in) {
-    const at::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
-    const at::Tensor cos = cos_in.contiguous(), sin = sin_in.contiguous();
-    const RopeRows r{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), cos.size(0) > 1};
-    at::Tensor packed = at::empty({r.B, r.T, r.H + 2 * r.Hkv, r.D}, q.options());
-    rope_pass_any(r, q, k, v, packed, cos, sin, false);
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv_in, int64_t kv_heads, const at::Tensor& cos_in,
+                            const at::Tensor& sin_in) {
+    const at::Tensor qkv = qkv_in.contiguous(), cos = cos_in.contiguous(), sin = sin_in.contiguous();
+    const RopeRows r{qkv.size(0), qkv.size(1), qkv.size(2) - 2 * kv_heads, kv_heads, qkv.size(3), cos.size(0) > 1};
     ctx->save_for_backward({cos, sin});
     ctx->saved_data["shape"] = std::vector<int64_t>{r.B, r.T, r.H, r.Hkv, r.D};
-    return packed;
+    return rope_pass_any(r, qkv, cos, sin, false);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto sh = ctx->saved_data["shape"].toIntVector();
     const RopeRows r{sh[0], sh[1], sh[2], sh[3], sh[4], saved[0].size(0) > 1};
-    const at::Tensor dp = grads[0].contiguous();
-    at::Tensor dq = at::empty({r.B, r.T, r.H, r.D}, dp.options()), dk = at::empty({r.B, r.T, r.Hkv, r.D}, dp.options()),
-               dv = at::empty({r.B, r.T, r.Hkv, r.D}, dp.options());
-    rope_pass_any(r, dq, dk, dv, dp, saved[0], saved[1], true);
-    return {dq, dk, dv, at::Tensor(), at::Tensor()};
+    return {rope_pass_any(r, grads[0].contiguous(), saved[0], saved[1], true), at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 
 }  // namespace
 
-bool fused_rotary_supports(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cos,
-                           const at::Tensor& sin) {
-  const bool qkv_ok = q.dim() == 4 && k.dim() == 4 && q.device().is_cpu() && k.device().is_cpu() &&
-                      v.device().is_cpu() && (q.scalar_type() == at::kFloat || q.scalar_type() == at::kBFloat16) &&
-                      k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
-                      k.sizes() == v.sizes() && q.size(0) == k.size(0) && q.size(1) == k.size(1) &&
-                      q.size(3) == k.size(3) && q.size(3) % 2 == 0;
+bool fused_rotary_supports(const at::Tensor& qkv, int64_t kv_heads, const at::Tensor& cos, const at::Tensor& sin) {
+  const bool qkv_ok = qkv.dim() == 4 && qkv.device().is_cpu() &&
+                      (qkv.scalar_type() == at::kFloat || qkv.scalar_type() == at::kBFloat16) && kv_heads > 0 &&
+                      qkv.size(2) > 2 * kv_heads && qkv.size(3) % 2 == 0;
   if (!qkv_ok) return false;
   const auto angles_ok = [&](const at::Tensor& a) {
     return a.device().is_cpu() && a.scalar_type() == at::kFloat && a.dim() == 4 &&
-           (a.size(0) == 1 || a.size(0) == q.size(0)) && a.size(1) == q.size(1) && a.size(2) == 1 &&
-           a.size(3) == q.size(3);
+           (a.size(0) == 1 || a.size(0) == qkv.size(0)) && a.size(1) == qkv.size(1) && a.size(2) == 1 &&
+           a.size(3) == qkv.size(3);
   };
   return angles_ok(cos) && angles_ok(sin) && cos.sizes() == sin.sizes();
 }
 
-at::Tensor fused_rotary_pack(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cos,
-                             const at::Tensor& sin) {
-  SPMD_ASSERT(fused_rotary_supports(q, k, v, cos, sin),
-              "fused_rotary_pack: needs q (B, T, H, D), k and v (B, T, Hkv, D) of one dtype (float32 or bf16) and "
-              "float32 angles (1 or B, T, 1, D) on CPU, got q {} k {} v {} cos {}",
-              q.sizes().vec(), k.sizes().vec(), v.sizes().vec(), cos.sizes().vec());
-  return FusedRotaryPack::apply(q, k, v, cos, sin);
+at::Tensor fused_rotary_pack(const at::Tensor& qkv, int64_t kv_heads, const at::Tensor& cos, const at::Tensor& sin) {
+  SPMD_ASSERT(fused_rotary_supports(qkv, kv_heads, cos, sin),
+              "fused_rotary_pack: needs a packed qkv (B, T, H + 2 Hkv, D) of float32 or bf16 with Hkv = {} and "
+              "float32 angles (1 or B, T, 1, D) on CPU, got qkv {} cos {}",
+              kv_heads, qkv.sizes().vec(), cos.sizes().vec());
+  return FusedRotaryPack::apply(qkv, kv_heads, cos, sin);
 }
 
 }  // namespace spmd::kernels::cpu

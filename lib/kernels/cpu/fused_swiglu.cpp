@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
@@ -95,6 +96,37 @@ at::Tensor swiglu_values(const at::Tensor& g, const at::Tensor& u) {
   return y;
 }
 
+// gate_up's rows of 2 F, [gate | up], -> y's rows of F, and back into a gradient of gate_up's layout.
+int64_t rows_per_task(int64_t F) { return std::max<int64_t>(1, kSwigluGrain / std::max<int64_t>(F, 1)); }
+template <typename T>
+void halves_forward_into(const at::Tensor& gu, at::Tensor& y, int64_t F) {
+  const T* gu_p = elements_of<T>(gu);
+  T* y_p = elements_of<T>(y);
+  at::parallel_for(0, y.numel() / F, rows_per_task(F), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) swiglu_span(gu_p + 2 * r * F, gu_p + (2 * r + 1) * F, y_p + r * F, F);
+  });
+}
+template <typename T>
+void halves_backward_into(const at::Tensor& gu, const at::Tensor& dy, at::Tensor& dgu, int64_t F) {
+  const T *gu_p = elements_of<T>(gu), *dy_p = elements_of<T>(dy);
+  T* dgu_p = elements_of<T>(dgu);
+  at::parallel_for(0, dy.numel() / F, rows_per_task(F), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      swiglu_backward_span(gu_p + 2 * r * F, gu_p + (2 * r + 1) * F, dy_p + r * F, dgu_p + 2 * r * F,
+                           dgu_p + (2 * r + 1) * F, F);
+  });
+}
+
+at::Tensor halves_values(const at::Tensor& gu) {
+  std::vector<int64_t> shape = gu.sizes().vec();
+  const int64_t F = shape.back() / 2;
+  shape.back() = F;
+  at::Tensor y = at::empty(shape, gu.options());
+  if (gu.scalar_type() == at::kBFloat16) halves_forward_into<uint16_t>(gu, y, F);
+  else halves_forward_into<float>(gu, y, F);
+  return y;
+}
+
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -115,6 +147,22 @@ struct FusedSwiGlu : torch::autograd::Function<FusedSwiGlu> {
   }
 };
 
+struct FusedSwiGluHalves : torch::autograd::Function<FusedSwiGluHalves> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up) {
+    const at::Tensor gu = gate_up.contiguous();
+    ctx->save_for_backward({gu});
+    return halves_values(gu);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor gu = ctx->get_saved_variables()[0];
+    const at::Tensor dy = grads[0].to(gu.scalar_type()).contiguous();
+    at::Tensor dgu = at::empty_like(gu);
+    if (gu.scalar_type() == at::kBFloat16) halves_backward_into<uint16_t>(gu, dy, dgu, dy.size(-1));
+    else halves_backward_into<float>(gu, dy, dgu, dy.size(-1));
+    return {dgu};
+  }
+};
+
 }  // namespace
 
 bool fused_swiglu_supports(const at::Tensor& gate, const at::Tensor& up) {
@@ -127,6 +175,19 @@ at::Tensor fused_swiglu(const at::Tensor& gate, const at::Tensor& up) {
               gate.sizes().vec(), up.sizes().vec());
   if (at::GradMode::is_enabled() && (gate.requires_grad() || up.requires_grad())) return FusedSwiGlu::apply(gate, up);
   return swiglu_values(gate.contiguous(), up.contiguous());  // inference: no node, nothing kept
+}
+
+bool fused_swiglu_halves_supports(const at::Tensor& gate_up) {
+  return gate_up.device().is_cpu() && (gate_up.scalar_type() == at::kFloat || gate_up.scalar_type() == at::kBFloat16) &&
+         gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0 && gate_up.size(-1) > 0;
+}
+
+at::Tensor fused_swiglu_halves(const at::Tensor& gate_up) {
+  SPMD_ASSERT(fused_swiglu_halves_supports(gate_up),
+              "fused_swiglu_halves: needs a float32 or bf16 [gate | up] of an even last dim on CPU, got {}",
+              gate_up.sizes().vec());
+  if (at::GradMode::is_enabled() && gate_up.requires_grad()) return FusedSwiGluHalves::apply(gate_up);
+  return halves_values(gate_up.contiguous());
 }
 
 }  // namespace spmd::kernels::cpu

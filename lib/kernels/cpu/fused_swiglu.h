@@ -13,4 +13,11 @@ bool fused_swiglu_supports(const at::Tensor& gate, const at::Tensor& up);
 // silu(gate) * up elementwise, in float32 (bf16 widened, the result rounded once), in their dtype.
 at::Tensor fused_swiglu(const at::Tensor& gate, const at::Tensor& up);
 
+// Whether fused_swiglu_halves takes gate_up: float32 or bf16 on CPU with an even last dim.
+bool fused_swiglu_halves_supports(const at::Tensor& gate_up);
+
+// The same of gate_up (..., 2 F) = [gate | up] -> (..., F), read in place (the gate and up
+// product's output, no halves copied out); the gradient is written in gate_up's layout.
+at::Tensor fused_swiglu_halves(const at::Tensor& gate_up);
+
 }  // namespace spmd::kernels::cpu
