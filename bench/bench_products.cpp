@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -42,8 +43,9 @@ double products_ms(const at::Tensor& x, const std::vector<at::Tensor>& weights, 
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_products: a Llama layer's products, each projection alone against q/k/v and gate/up as one"};
-  int64_t rows = 4096, embed = 384, heads = 6, kv_heads = 2, head_dim = 64, mlp = 1024, rounds = 9, threads = 2;
+  int64_t batch = 16, rows = 4096, embed = 384, heads = 6, kv_heads = 2, head_dim = 64, mlp = 1024, rounds = 9, threads = 2;
   app.add_option("--rows", rows, "tokens per step (batch x block)");
+  app.add_option("--batch", batch, "batch rows (the attention's block is rows / batch)");
   app.add_option("--embed", embed, "model width");
   app.add_option("--heads", heads, "query heads");
   app.add_option("--kv-heads", kv_heads, "key/value heads");
@@ -82,5 +84,54 @@ int main(int argc, char** argv) {
     fmt::print("| {} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.3f} |\n", g.name, s, f, flops / s / 1e6, flops / f / 1e6,
                s / f);
   }
+  // Each of the layer's four products (q, k, v and gate, up as one) by direction: where the step's
+  // product time goes, against the 2048^3 peak bench_train measures.
+  struct Product {
+    std::string name;
+    int64_t k, n;  // x (rows, k) . w (k, n)
+  };
+  const std::vector<Product> products{{"qkv", embed, (heads + 2 * kv_heads) * head_dim},
+                                      {"o", heads * head_dim, embed},
+                                      {"gate_up", embed, 2 * mlp},
+                                      {"down", mlp, embed}};
+  fmt::print("\n| product | forward GFLOP/s | dX GFLOP/s | dW GFLOP/s | ms (all three) |\n|---|---|---|---|---|\n");
+  double total_ms = 0;
+  for (const Product& p : products) {
+    const at::Tensor xp = at::randn({rows, p.k}), w = at::randn({p.k, p.n}) * 0.02, dy = at::randn({rows, p.n});
+    std::vector<double> fwd, dx, dw;
+    for (int64_t r = 0; r <= rounds; ++r) {  // round 0 warms up
+      const double f = ms_of([&] { spmd::kernels::linear_forward(xp, w, at::Tensor()); });
+      const double a = ms_of([&] { spmd::kernels::linear_backward(xp, w, dy, true, false, false); });
+      const double b = ms_of([&] { spmd::kernels::linear_backward(xp, w, dy, false, true, false); });
+      if (r == 0) continue;
+      fwd.push_back(f);
+      dx.push_back(a);
+      dw.push_back(b);
+    }
+    const double gflop = 2.0 * static_cast<double>(rows * p.k * p.n) / 1e6;  // per direction, in ms units
+    const double ms = median(fwd) + median(dx) + median(dw);
+    total_ms += ms;
+    fmt::print("| {} ({} x {} x {}) | {:.1f} | {:.1f} | {:.1f} | {:.2f} |\n", p.name, rows, p.k, p.n,
+               gflop / median(fwd), gflop / median(dx), gflop / median(dw), ms);
+  }
+  fmt::print("a layer's products: {:.1f} ms\n", total_ms);
+  // The layer's causal attention (the grouped kernel on the packed q, k, v), forward and backward:
+  // 6 T^2 D FLOPs per head and row (half of 12 T^2 D: the causal half is skipped).
+  const int64_t block = rows / batch;
+  const at::Tensor packed = at::randn({batch, block, heads + 2 * kv_heads, head_dim}).requires_grad_(true);
+  const at::Tensor dy = at::randn({batch, block, heads, head_dim});
+  std::vector<double> fwd, bwd;
+  for (int64_t r = 0; r <= rounds; ++r) {
+    at::Tensor y;
+    const double f = ms_of([&] { y = spmd::kernels::grouped_causal_attention(packed, kv_heads, {}, at::kFloat); });
+    const double b = ms_of([&] { torch::autograd::grad({y}, {packed}, {dy}); });
+    if (r == 0) continue;
+    fwd.push_back(f);
+    bwd.push_back(b);
+  }
+  const double attention_gflop = 6.0 * static_cast<double>(batch * heads * block * block * head_dim) / 1e6;
+  fmt::print("a layer's attention (batch {} x block {}): forward {:.2f} ms, backward {:.2f} ms, {:.1f} GFLOP/s "
+             "over the causal half\n",
+             batch, block, median(fwd), median(bwd), attention_gflop / (median(fwd) + median(bwd)));
   return 0;
 }
