@@ -80,6 +80,13 @@ at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Ten
   return linear_forward(x, w, bias, operand_dtype);  // here only libtorch ops, which autograd records
 }
 
+at::Tensor side_by_side_product(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                at::ScalarType operand_dtype) {
+  if (operand_dtype == at::kFloat && fused_cpu() && cpu::side_by_side_linear_supports(x, weights))
+    return cpu::side_by_side_linear(x, weights);
+  return dense_product(x, at::cat(weights, 1), at::Tensor(), operand_dtype);
+}
+
 at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                           at::ScalarType operand_dtype) {
   if (c10::isReducedFloatingType(operand_dtype)) return reduced_precision_product(x, w, bias, operand_dtype);

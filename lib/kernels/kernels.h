@@ -42,6 +42,13 @@ std::string matmul_dtype_note(MatmulDtype dtype, c10::Device device);
 at::Tensor dense_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor(),
                          at::ScalarType operand_dtype = at::kFloat);
 
+// x (rows, K) times weights (K, N_i) side by side -> (rows, sum N_i): the projections that read one
+// input as one product (q, k, v; gate, up), as dense_product of the weights concatenated along N.
+// On a CPU in float32 one node whose backward reads dY's column blocks in place (no weight-shaped
+// gradient sliced and copied); elsewhere the concatenated weight through dense_product.
+at::Tensor side_by_side_product(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                at::ScalarType operand_dtype = at::kFloat);
+
 // The same products without autograd, for nodes with their own backward (an FSDP layer gathers
 // its weight again there instead of keeping it). bias may be undefined.
 at::Tensor linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,

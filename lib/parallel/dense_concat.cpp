@@ -44,7 +44,7 @@ at::Tensor ParallelOps::dense_concat(const at::Tensor& x, const std::vector<std:
   std::vector<int64_t> out_shape(input.sizes().begin(), input.sizes().begin() + lead);
   out_shape.push_back(stacked);
   out_shape.insert(out_shape.end(), rest.begin(), rest.end());
-  const at::Tensor y = kernels::dense_product(input.reshape({-1, k}), at::cat(matrices, 1), {}, matmul_dtype());
+  const at::Tensor y = kernels::side_by_side_product(input.reshape({-1, k}), matrices, matmul_dtype());
   return y.view(out_shape);
 }
 

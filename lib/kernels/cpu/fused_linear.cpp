@@ -1,6 +1,8 @@
 // fused_linear's autograd node (three parallel_gemm calls and a bias sum) and its autograd-free products.
 #include "kernels/cpu/fused_linear.h"
 
+#include <algorithm>
+
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -87,6 +89,51 @@ struct FusedLinear : torch::autograd::Function<FusedLinear> {
   }
 };
 
+// x (M, K) times weights W_i (K, N_i) side by side -> Y (M, sum N_i). The forward is one product on
+// the weights copied side by side (one wide product beats several narrow ones); the backward reads
+// dY's column blocks in place: dX = sum_i dY_i W_i^T accumulated in one buffer, and each dW_i =
+// X^T dY_i written alone, so no gradient is sliced out of a wider one and copied again.
+// Up to kMaxSideBySide weights as separate autograd inputs (a list argument would not be one); an
+// absent one is an empty tensor.
+constexpr size_t kMaxSideBySide = 3;
+struct SideBySideLinear : torch::autograd::Function<SideBySideLinear> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& w0, const at::Tensor& w1,
+                            const at::Tensor& w2) {
+    const at::Tensor x = x_in.contiguous();
+    std::vector<at::Tensor> weights;
+    for (const at::Tensor& w : {w0, w1, w2})
+      if (w.numel() > 0) weights.push_back(w);
+    ctx->save_for_backward({x});
+    ctx->saved_data["weights"] = c10::List<at::Tensor>(weights);
+    return gemm_forward(x, at::cat(weights, 1), at::Tensor());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    const auto weights = ctx->saved_data["weights"].toTensorList().vec();
+    const at::Tensor dy = grads[0].contiguous();
+    const int64_t M = x.size(0), K = x.size(1), ld = dy.size(1);
+    variable_list out(kMaxSideBySide + 1);
+    if (ctx->needs_input_grad(0)) out[0] = at::empty({M, K}, x.options());
+    int64_t offset = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const at::Tensor& w = weights[i];
+      const int64_t N = w.size(1);
+      const float* dy_i = dy.data_ptr<float>() + offset;
+      if (out[0].defined())  // dX (+)= dY_i W_i^T
+        parallel_gemm(false, true, M, K, N, 1.f, dy_i, ld, w.data_ptr<float>(), N, i == 0 ? 0.f : 1.f,
+                      out[0].data_ptr<float>(), K);
+      if (ctx->needs_input_grad(i + 1)) {  // dW_i = X^T dY_i
+        out[i + 1] = at::empty({K, N}, x.options());
+        parallel_gemm(true, false, K, N, M, 1.f, x.data_ptr<float>(), K, dy_i, ld, 0.f, out[i + 1].data_ptr<float>(),
+                      N);
+      }
+      offset += N;
+    }
+    return out;
+  }
+};
+
 }  // namespace
 
 bool fused_linear_supports(const at::Tensor& x, const at::Tensor& w) {
@@ -120,6 +167,20 @@ void fused_accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, con
               "fused_accumulate_weight_grad: unsupported operands dw {} x {} dy {}", dw.sizes().vec(),
               x.sizes().vec(), dy.sizes().vec());
   weight_grad_gemm(x.contiguous(), dy.contiguous(), dw, 1.f);
+}
+
+bool side_by_side_linear_supports(const at::Tensor& x, const std::vector<at::Tensor>& weights) {
+  return !weights.empty() && weights.size() <= kMaxSideBySide && std::all_of(weights.begin(), weights.end(), [&](const at::Tensor& w) {
+    return fused_linear_supports(x, w) && w.is_contiguous();
+  });
+}
+
+at::Tensor side_by_side_linear(const at::Tensor& x, const std::vector<at::Tensor>& weights) {
+  SPMD_ASSERT(side_by_side_linear_supports(x, weights), "side_by_side_linear: unsupported operands, x {}",
+              x.sizes().vec());
+  const at::Tensor absent = at::empty({0}, x.options());
+  return SideBySideLinear::apply(x, weights[0], weights.size() > 1 ? weights[1] : absent,
+                                 weights.size() > 2 ? weights[2] : absent);
 }
 
 }  // namespace spmd::kernels::cpu

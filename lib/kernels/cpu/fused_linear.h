@@ -5,6 +5,8 @@
 // hands off threads inside every call. test_fused_linear checks it against at::mm/at::addmm.
 // Callers outside lib/kernels use kernels::dense_product / linear_forward / linear_backward.
 #pragma once
+#include <vector>
+
 #include <ATen/ATen.h>
 
 #include "kernels/kernels.h"
@@ -18,6 +20,12 @@ bool fused_linear_supports(const at::Tensor& x, const at::Tensor& w);
 // x: (rows, K); w: (K, N), contiguous or w.t() contiguous (a tied (N, K) embedding as the LM
 // head); bias: (N) or undefined. Returns (rows, N).
 at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor());
+
+// x (rows, K) times up to 3 weights (K, N_i), each contiguous, side by side -> (rows, sum N_i), one
+// autograd node: the forward one product on the weights copied side by side, the backward's
+// products on dY's column blocks in place (dX summed over them, each weight's gradient alone).
+bool side_by_side_linear_supports(const at::Tensor& x, const std::vector<at::Tensor>& weights);
+at::Tensor side_by_side_linear(const at::Tensor& x, const std::vector<at::Tensor>& weights);
 
 // The same products without autograd (operands as fused_linear_supports takes them).
 at::Tensor fused_linear_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
