@@ -1,5 +1,7 @@
 """The training step the transformers peers time (bench/llama_transformers.py, bench/moe_transformers.py):
-AdamW as our benchmark configs set it, random windows of a token file, and the timed loop."""
+their command line, the model and AdamW as our benchmark configs set it, random windows of a token file,
+and the timed loop."""
+import argparse
 import os
 import time
 
@@ -42,3 +44,30 @@ def timed_steps(model, optimizer, sample, loss_of, warmup, steps):
             cpu_times.append(time.process_time() - c0)
             losses.append(loss.item())
     return times, cpu_times, losses
+
+
+def peer_arguments(doc, presets, preset, warmup, steps, dtypes=False):
+    """The peers' command line: --preset (of `presets`), --data, --dtype (with `dtypes`), --threads,
+    --compile, --warmup, --steps, --peak-size, --json."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", choices=sorted(presets), default=preset)
+    ap.add_argument("--data", required=True, help="uint16 token file (ids < the preset's vocabulary)")
+    if dtypes:
+        ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="matmul operands: plain fp32, or bf16 autocast over fp32 weights")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (default mode)")
+    ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--peak-size", type=int, default=2048, help="n of the n^3 matmul that measures the peak")
+    ap.add_argument("--json", help="write the results here")
+    return ap.parse_args()
+
+
+def peer_model(args, preset, build_model):
+    """Threads and seed set, the preset's model built: (model, its AdamW, the model the steps call:
+    torch.compile'd with --compile)."""
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1337)
+    model = build_model(preset)
+    return model, adamw_as_ours(model), torch.compile(model) if args.compile else model

@@ -13,7 +13,6 @@ median step, MFU against an n^3 matmul in --dtype measured here (FLOPs as bench_
 
     python3 bench/llama_transformers.py --preset baby --data tokens.bin --threads 2 [--compile] [--json out.json]
 """
-import argparse
 import json
 import os
 import statistics
@@ -24,7 +23,7 @@ import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt2_pytorch import matmul_peak_gflops  # noqa: E402  the same peak as the GPT-2 peer's
-from hf_training_step import adamw_as_ours, timed_steps, window_sampler  # noqa: E402
+from hf_training_step import peer_arguments, peer_model, timed_steps, window_sampler  # noqa: E402
 
 # bench_train's shapes (bench/llama_cpu_vs_transformers.sh passes the same as --set overrides).
 PRESETS = {
@@ -50,26 +49,10 @@ def build_model(p):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", choices=sorted(PRESETS), default="baby")
-    ap.add_argument("--data", required=True, help="uint16 token file (ids < the preset's vocabulary)")
-    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
-                    help="matmul operands: plain fp32, or bf16 autocast over fp32 weights")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--compile", action="store_true", help="torch.compile the model (default mode)")
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--peak-size", type=int, default=2048, help="n of the n^3 matmul (in --dtype) that measures the peak")
-    ap.add_argument("--json", help="write the results here")
-    args = ap.parse_args()
-
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(1337)
+    args = peer_arguments(__doc__, PRESETS, "baby", 3, 20, dtypes=True)
     p = PRESETS[args.preset]
     B, T = p["batch"], p["block"]
-    model = build_model(p)
-    optimizer = adamw_as_ours(model)
-    step_model = torch.compile(model) if args.compile else model
+    model, optimizer, step_model = peer_model(args, p, build_model)
 
     def loss_of(x, y):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bfloat16"):

@@ -13,7 +13,6 @@ active parameters (k of E experts): 6 N_active + 12 L T C FLOPs per token.
 
     python3 bench/moe_transformers.py --preset 10m --data tokens.bin --threads 2 [--compile] [--json out.json]
 """
-import argparse
 import json
 import os
 import statistics
@@ -24,7 +23,7 @@ import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt2_pytorch import matmul_peak_gflops  # noqa: E402  the same peak as the GPT-2 peer's
-from hf_training_step import adamw_as_ours, timed_steps, window_sampler  # noqa: E402
+from hf_training_step import peer_arguments, peer_model, timed_steps, window_sampler  # noqa: E402
 
 # bench_train's shapes (bench/moe_vs_transformers.sh passes the same as --set overrides).
 PRESETS = {
@@ -58,24 +57,10 @@ def active_params(model, p):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", choices=sorted(PRESETS), default="10m")
-    ap.add_argument("--data", required=True, help="uint16 token file (ids < the preset's vocabulary)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--compile", action="store_true", help="torch.compile the model (default mode)")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--peak-size", type=int, default=2048, help="n of the n^3 fp32 matmul that measures the peak")
-    ap.add_argument("--json", help="write the results here")
-    args = ap.parse_args()
-
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(1337)
+    args = peer_arguments(__doc__, PRESETS, "10m", 2, 5)
     p = PRESETS[args.preset]
     B, T = p["batch"], p["block"]
-    model = build_model(p)
-    optimizer = adamw_as_ours(model)
-    step_model = torch.compile(model) if args.compile else model
+    model, optimizer, step_model = peer_model(args, p, build_model)
 
     def loss_of(x, y):
         out = step_model(input_ids=x)
