@@ -20,19 +20,12 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math", "fp-contract=off")
 #endif
-#include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/storage_types.h"
 
 namespace spmd::kernels::cpu {
 
 namespace {
 
-inline float rope_load(float v) { return v; }
-inline float rope_load(uint16_t v) { return vecmath::bf16_to_float(v); }
-template <typename T>
-inline T rope_store(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return vecmath::float_to_bf16(v);
-}
 
 // `heads` heads of D at x (stride D) rotated into y; sign -1 rotates back (the backward).
 template <typename T>
@@ -44,21 +37,21 @@ __attribute__((always_inline)) inline void rotate_heads_of(const T* x, T* y, con
     T* yh = y + h * D;
     if (!back) {
       for (int64_t j = 0; j < half; ++j) {
-        const float a = rope_load(xh[j]) * c[j], b = -rope_load(xh[j + half]) * s[j];
-        yh[j] = rope_store<T>(a + b);
+        const float a = widen(xh[j]) * c[j], b = -widen(xh[j + half]) * s[j];
+        yh[j] = narrow_to<T>(a + b);
       }
       for (int64_t j = half; j < D; ++j) {
-        const float a = rope_load(xh[j]) * c[j], b = rope_load(xh[j - half]) * s[j];
-        yh[j] = rope_store<T>(a + b);
+        const float a = widen(xh[j]) * c[j], b = widen(xh[j - half]) * s[j];
+        yh[j] = narrow_to<T>(a + b);
       }
     } else {
       for (int64_t j = 0; j < half; ++j) {
-        const float a = rope_load(xh[j]) * c[j], b = rope_load(xh[j + half]) * s[j + half];
-        yh[j] = rope_store<T>(a + b);
+        const float a = widen(xh[j]) * c[j], b = widen(xh[j + half]) * s[j + half];
+        yh[j] = narrow_to<T>(a + b);
       }
       for (int64_t j = half; j < D; ++j) {
-        const float a = rope_load(xh[j]) * c[j], b = rope_load(xh[j - half]) * s[j - half];
-        yh[j] = rope_store<T>(a - b);
+        const float a = widen(xh[j]) * c[j], b = widen(xh[j - half]) * s[j - half];
+        yh[j] = narrow_to<T>(a - b);
       }
     }
   }
@@ -70,12 +63,6 @@ SPMD_VECTOR_CLONES void rotate_heads(const float* x, float* y, const float* c, c
 SPMD_VECTOR_CLONES void rotate_heads(const uint16_t* x, uint16_t* y, const float* c, const float* s, int64_t heads,
                                      int64_t D, bool back) {
   rotate_heads_of(x, y, c, s, heads, D, back);
-}
-
-template <typename T>
-T* rope_elements(const at::Tensor& t) {
-  if constexpr (std::is_same_v<T, float>) return t.data_ptr<float>();
-  else return reinterpret_cast<T*>(t.data_ptr<at::BFloat16>());
 }
 
 // The rows of a packed (B, T, H + 2 Hkv, D) tensor: query heads, key heads, value heads.
@@ -93,8 +80,8 @@ struct RopeRows {
 template <typename T>
 void rope_pass(const RopeRows& r, const at::Tensor& from, const at::Tensor& to, const at::Tensor& cos,
                const at::Tensor& sin, bool back) {
-  const T* in = rope_elements<T>(from);
-  T* out = rope_elements<T>(to);
+  const T* in = elements_of<T>(from);
+  T* out = elements_of<T>(to);
   const int64_t ld = r.ld(), rotated = (r.H + r.Hkv) * r.D;
   at::parallel_for(0, r.B * r.T, 16, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {

@@ -18,19 +18,12 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
-#include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/storage_types.h"
 
 namespace spmd::kernels::cpu {
 
 namespace {
 
-inline float widen(float v) { return v; }
-inline float widen(uint16_t v) { return vecmath::bf16_to_float(v); }
-template <typename T>
-inline T narrow_to(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return vecmath::float_to_bf16(v);
-}
 inline float sigmoid_of(float g) { return 1.0f / (1.0f + vecmath::exp_approx(-g)); }
 
 template <typename T>
@@ -62,12 +55,6 @@ SPMD_VECTOR_CLONES void swiglu_backward_span(const float* g, const float* u, con
 SPMD_VECTOR_CLONES void swiglu_backward_span(const uint16_t* g, const uint16_t* u, const uint16_t* dy, uint16_t* dg,
                                              uint16_t* du, int64_t n) {
   swiglu_backward_span_of(g, u, dy, dg, du, n);
-}
-
-template <typename T>
-T* elements_of(const at::Tensor& t) {
-  if constexpr (std::is_same_v<T, float>) return t.data_ptr<float>();
-  else return reinterpret_cast<T*>(t.data_ptr<at::BFloat16>());
 }
 
 // Elements per task: about at::internal::GRAIN_SIZE.
