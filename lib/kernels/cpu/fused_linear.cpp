@@ -100,17 +100,17 @@ struct SideBySideLinear : torch::autograd::Function<SideBySideLinear> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& w0, const at::Tensor& w1,
                             const at::Tensor& w2) {
     const at::Tensor x = x_in.contiguous();
-    std::vector<at::Tensor> weights;
+    variable_list saved{x};  // x, then the weights present
     for (const at::Tensor& w : {w0, w1, w2})
-      if (w.numel() > 0) weights.push_back(w);
-    ctx->save_for_backward({x});
-    ctx->saved_data["weights"] = c10::List<at::Tensor>(weights);
-    return gemm_forward(x, at::cat(weights, 1), at::Tensor());
+      if (w.numel() > 0) saved.push_back(w);
+    ctx->save_for_backward(saved);
+    return gemm_forward(x, at::cat(at::TensorList(saved).slice(1), 1), at::Tensor());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor x = ctx->get_saved_variables()[0];
-    const auto weights = ctx->saved_data["weights"].toTensorList().vec();
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const variable_list weights(saved.begin() + 1, saved.end());
     const at::Tensor dy = grads[0].contiguous();
     const int64_t M = x.size(0), K = x.size(1), ld = dy.size(1);
     variable_list out(kMaxSideBySide + 1);
