@@ -108,6 +108,13 @@ TEST_CASE("side by side linear: x times weights side by side matches at::mm on t
     const auto gp = torch::autograd::grad({partial}, {ws[0], ws[2]}, {dy});
     CHECK(at::allclose(gp[1], r[3], 1e-4, 1e-5));
   }
+  // A column block of a wider gradient (an FSDP projection's share of a side-by-side output) is
+  // read in place: the same dX and dW as from its contiguous copy.
+  const at::Tensor xb = at::randn({301, 48}), wb = at::randn({48, 32}), wide = at::randn({301, 160});
+  const LinearGrads in_place = fused_linear_backward(xb, wb, wide.narrow(1, 96, 32), true, true);
+  const LinearGrads copied = fused_linear_backward(xb, wb, wide.narrow(1, 96, 32).contiguous(), true, true);
+  CHECK(at::equal(in_place.dx, copied.dx));
+  CHECK(at::equal(in_place.dw, copied.dw));
   CHECK_FALSE(side_by_side_linear_supports(at::randn({4, 6}), {at::randn({6, 3}), at::randn({5, 3})}));
   CHECK_FALSE(side_by_side_linear_supports(at::randn({4, 6}), {}));
   CHECK_FALSE(side_by_side_linear_supports(at::randn({4, 6}), std::vector<at::Tensor>(4, at::randn({6, 2}))));

@@ -39,29 +39,35 @@ at::Tensor gemm_forward(const at::Tensor& x_in, const at::Tensor& w, const at::T
   return y;
 }
 
+// dY as the products read it: its rows in place where each is contiguous (a column block of a wider
+// gradient, as a side-by-side product's slice gives it), else a contiguous copy.
+at::Tensor rows_in_place(const at::Tensor& dy) {
+  return dy.stride(1) == 1 && dy.stride(0) >= dy.size(1) ? dy : dy.contiguous();
+}
+
 // dW = X^T dY + beta dW, in dW's layout: row-major (K, N), or the transpose of a row-major (N, K)
 // (then dW^T = dY^T X + beta dW^T).
 void weight_grad_gemm(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& dw, float beta) {
   const int64_t M = x.size(0), K = x.size(1), N = dy.size(1);
   const Weight d = weight_of(dw);
   if (!d.stored_transposed)
-    parallel_gemm(true, false, K, N, M, 1.f, x.data_ptr<float>(), K, dy.data_ptr<float>(), N, beta,
+    parallel_gemm(true, false, K, N, M, 1.f, x.data_ptr<float>(), K, dy.data_ptr<float>(), dy.stride(0), beta,
                   dw.data_ptr<float>(), N);
   else
-    parallel_gemm(true, false, N, K, M, 1.f, dy.data_ptr<float>(), N, x.data_ptr<float>(), K, beta,
+    parallel_gemm(true, false, N, K, M, 1.f, dy.data_ptr<float>(), dy.stride(0), x.data_ptr<float>(), K, beta,
                   dw.data_ptr<float>(), K);
 }
 
 LinearGrads gemm_backward(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& dy_in, bool need_dx,
                           bool need_dw) {
   const at::Tensor x = x_in.contiguous();
-  const at::Tensor dy = dy_in.contiguous();  // (M, N)
+  const at::Tensor dy = rows_in_place(dy_in);  // (M, N)
   const int64_t M = x.size(0), K = x.size(1), N = w.size(1);
   const Weight wt = weight_of(w);
   LinearGrads g;
   if (need_dx) {  // dX (M, K) = dY W^T
     g.dx = at::empty({M, K}, x.options());
-    parallel_gemm(false, !wt.stored_transposed, M, K, N, 1.f, dy.data_ptr<float>(), N, wt.data, wt.ld, 0.f,
+    parallel_gemm(false, !wt.stored_transposed, M, K, N, 1.f, dy.data_ptr<float>(), dy.stride(0), wt.data, wt.ld, 0.f,
                        g.dx.data_ptr<float>(), K);
   }
   if (need_dw) {
@@ -166,7 +172,7 @@ void fused_accumulate_weight_grad(const at::Tensor& dw, const at::Tensor& x, con
   SPMD_ASSERT(fused_linear_supports(x, dw) && dy.dim() == 2 && dy.size(0) == x.size(0) && dy.size(1) == dw.size(1),
               "fused_accumulate_weight_grad: unsupported operands dw {} x {} dy {}", dw.sizes().vec(),
               x.sizes().vec(), dy.sizes().vec());
-  weight_grad_gemm(x.contiguous(), dy.contiguous(), dw, 1.f);
+  weight_grad_gemm(x.contiguous(), rows_in_place(dy), dw, 1.f);
 }
 
 bool side_by_side_linear_supports(const at::Tensor& x, const std::vector<at::Tensor>& weights) {
