@@ -26,6 +26,17 @@ def write_windows(d, tokens, block, batch):
     return path, windows
 
 
+def spread_norm_scales(model):
+    """The model with every norm scale moved away from 1, each one different (a random model's are all
+    1, which would hide a scale read from the wrong tensor)."""
+    import torch
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.5 * torch.randn_like(p))
+    return model
+
+
 def write_config(path, model, data):
     """A one-process config at `path` that trains one step and logs it; `model` and `data` are the
     insides of the model and data maps."""

@@ -31,7 +31,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from oracle_support import require, run, temp_dir, tool  # noqa: E402
-from hf_compare import REL, check_close, write_config, write_windows  # noqa: E402
+from hf_compare import REL, check_close, spread_norm_scales, write_config, write_windows  # noqa: E402
 
 torch, transformers = require("torch", "transformers")
 from safetensors.torch import save_file  # noqa: E402  (installed with transformers)
@@ -76,12 +76,7 @@ def random_model(fam):
         num_attention_heads=H, num_key_value_heads=HKV, max_position_embeddings=2 * T, rms_norm_eps=1e-5,
         rope_theta=1000.0, tie_word_embeddings=False, initializer_range=0.2, bos_token_id=0, eos_token_id=0,
         **fam["kw"])
-    model = getattr(transformers, fam["cls"])(cfg).eval()
-    with torch.no_grad():  # norm scales away from 1, each one different
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.5 * torch.randn_like(p))
-    return model
+    return spread_norm_scales(getattr(transformers, fam["cls"])(cfg).eval())
 
 
 def bf16_rounded(model):

@@ -21,7 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from oracle_support import require, run, temp_dir, tool  # noqa: E402
 from hf_compare import (DATA_MODEL_2X2, check_close, our_first_loss, transformers_loss,  # noqa: E402
-                        write_config, write_windows)
+                        spread_norm_scales, write_config, write_windows)
 
 torch, transformers = require("torch", "transformers")
 
@@ -51,12 +51,7 @@ def random_llama(tied, scaling):
         num_key_value_heads=HKV, max_position_embeddings=2 * T, rms_norm_eps=1e-5, rope_theta=1000.0,
         rope_scaling=None if scaling is None else {"rope_type": "llama3", **scaling}, tie_word_embeddings=tied,
         initializer_range=0.2, bos_token_id=0, eos_token_id=0)
-    model = transformers.LlamaForCausalLM(cfg).eval()
-    with torch.no_grad():  # norm scales away from 1, each one different
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.5 * torch.randn_like(p))
-    return model
+    return spread_norm_scales(transformers.LlamaForCausalLM(cfg).eval())
 
 
 def published_layout(folder):
