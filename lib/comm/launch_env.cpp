@@ -196,7 +196,8 @@ EnvMap current_environment() {
 int port_from_job_id(const std::string& job_id) {
   uint32_t hash = 2166136261u;  // FNV-1a: spreads consecutive ids over the range
   for (unsigned char c : job_id) hash = (hash ^ c) * 16777619u;
-  return 10000 + static_cast<int>(hash % 50000);
+  // Below Linux's ephemeral range (32768 on): no outgoing connection on the host holds the port.
+  return kDerivedPortFirst + static_cast<int>(hash % (kDerivedPortEnd - kDerivedPortFirst));
 }
 
 std::string describe_builtin_launch(const EnvMap& env, int local_workers) {

@@ -41,7 +41,8 @@ std::optional<LaunchEnv> detect_launch_env(const EnvMap& env);
 // without being an srun step (an salloc shell or a batch script).
 std::string describe_builtin_launch(const EnvMap& env, int local_workers);
 
-// A rendezvous port every rank derives alike from a job identifier: in [10000, 60000).
+// A rendezvous port every rank derives alike from a job identifier: in [kDerivedPortFirst, kDerivedPortEnd).
+constexpr int kDerivedPortFirst = 10000, kDerivedPortEnd = 32768;
 int port_from_job_id(const std::string& job_id);
 
 }  // namespace spmd

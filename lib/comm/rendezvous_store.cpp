@@ -22,8 +22,13 @@ std::shared_ptr<ConnectedStore> connect_store(const RendezvousInfo& info) {
     return std::make_shared<ConnectedStore>(
         ConnectedStore{c10::make_intrusive<c10d::TCPStore>(info.master_addr, options)});
   } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format("rendezvous with {}:{} failed for rank {} (timeout {:.0f} s): {}",
-                                   info.master_addr, info.master_port, info.rank, info.timeout_s, exception_text(e)));
+    const std::string text = exception_text(e);
+    const std::string hint = text.find("EADDRINUSE") == std::string::npos
+                                 ? ""
+                                 : fmt::format(" (port {} is taken on this host: pass a free one, as MASTER_PORT or --master-port)",
+                                               info.master_port);
+    throw RuntimeError(fmt::format("rendezvous with {}:{} failed for rank {} (timeout {:.0f} s){}: {}",
+                                   info.master_addr, info.master_port, info.rank, info.timeout_s, hint, text));
   }
 }
 

@@ -147,6 +147,7 @@ TEST_CASE("faults: an unreachable master and a port in use are clear errors") {
     close(fd);
     CHECK(r.exit_code == 1);
     CHECK_MESSAGE(r.output.find("rendezvous with 127.0.0.1:" + std::to_string(ntohs(addr.sin_port))) != std::string::npos, r.output);
+    CHECK_MESSAGE(r.output.find("is taken on this host: pass a free one") != std::string::npos, r.output);
   }
 }
 

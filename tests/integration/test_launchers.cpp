@@ -95,7 +95,7 @@ TEST_CASE("launchers: srun, mpirun and torchrun give exactly the built-in launch
     REQUIRE_MESSAGE(cluster.started.exit_code == 0, "the Slurm daemons did not start:\n" << cluster.started.output);
     const std::map<std::string, std::string> env{{"SLURM_CONF", cluster.dir + "/slurm.conf"}};
     const std::string out = run.dir.file("srun");
-    auto r = run_process(under({which("srun"), "-n", "4", "--overcommit", "--time=3"}, train_args(run, out)), env, 120);
+    auto r = run_process(under({which("srun"), "-n", "4", "--overcommit", "--kill-on-bad-exit=1", "--time=3"}, train_args(run, out)), env, 120);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     CHECK_MESSAGE(r.output.find("launcher: srun (SLURM_PROCID, SLURM_NTASKS=4") != std::string::npos, r.output);
     check_equal_losses(read_metrics(out + "/metrics.jsonl"), baseline);
