@@ -50,10 +50,6 @@ std::vector<std::string> long_run(const TinyRun& run, const std::string& out) {
   return a;
 }
 
-std::string free_port() {
-  static int next = 0;
-  return std::to_string(30000 + (getpid() * 7 + next++ * 131) % 20000);
-}
 }  // namespace
 
 TEST_CASE("faults: kill -9 of one of 4 ranks stops the run within 60 s, naming the rank, nothing left") {
@@ -101,7 +97,7 @@ TEST_CASE("faults: SIGTERM to the launcher checkpoints, stops every rank within 
 
 TEST_CASE("faults: externally launched ranks with one missing each exit non-zero within the timeout") {
   TinyRun run;
-  const std::string port = free_port();
+  const std::string port = unused_port();
   std::vector<std::vector<std::string>> argvs;
   std::vector<std::map<std::string, std::string>> envs;
   for (int rank = 0; rank < 3; ++rank) {  // rank 3 never starts
@@ -128,7 +124,7 @@ TEST_CASE("faults: an unreachable master and a port in use are clear errors") {
   SUBCASE("no master listening") {
     auto argv = long_run(run, run.dir.file("out"));
     argv.insert(argv.end(), {"--set", "runtime.timeout_s=3"});
-    auto r = run_process(argv, {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", free_port()}}, 30);
+    auto r = run_process(argv, {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", unused_port()}}, 30);
     CHECK(r.exit_code == 1);
     CHECK_MESSAGE(r.output.find("rendezvous with 127.0.0.1") != std::string::npos, r.output);
   }

@@ -196,7 +196,7 @@ TEST_CASE("training: ranks started the torchrun way match the built-in launcher"
   TinyRun run;
   const TestMesh mesh{"hybrid-2x2", "[2,2]", "[data,model]", kTpRules};
   Curve launched = train(run, run.dir.file("launcher"), mesh_args(mesh));
-  std::string port = std::to_string(20000 + (getpid() % 20000));
+  const std::string port = unused_port();
   std::vector<std::vector<std::string>> argvs;
   std::vector<std::map<std::string, std::string>> envs;
   std::string out = run.dir.file("torchrun");

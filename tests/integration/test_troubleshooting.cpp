@@ -125,7 +125,7 @@ TEST_CASE("troubleshooting: each newcomer mistake exits 2 before any worker, nam
 
 TEST_CASE("troubleshooting: ranks another tool launched learn rank 0's verdict and exit 2 quietly") {
   Workspace ws;
-  const std::string port = std::to_string(30000 + getpid() % 20000);
+  const std::string port = unused_port();
   std::vector<std::vector<std::string>> argvs;
   std::vector<std::map<std::string, std::string>> envs;
   for (int rank = 0; rank < 2; ++rank) {
