@@ -16,10 +16,12 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "comm/launch_env.h"
 #include "kernels/cpu/blas_library.h"
 #include "util/error.h"
 
@@ -237,22 +239,28 @@ int threads_per_rank(int64_t configured, int local_ranks) {
   return std::max(1, static_cast<int>(cores == 0 ? 1 : cores) / std::max(1, local_ranks));
 }
 
-int pick_free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw RuntimeError("socket() failed while picking a free port");
+namespace {
+bool can_listen_on(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    throw RuntimeError("could not bind a free port on 127.0.0.1");
-  }
-  int port = ntohs(addr.sin_port);
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);  // as rank 0's store will bind it
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && listen(fd, 1) == 0;
   close(fd);
-  return port;
+  return free;
+}
+}  // namespace
+
+int pick_free_port() {
+  std::random_device seed;
+  std::mt19937 pick(seed());
+  std::uniform_int_distribution<int> port(kDerivedPortFirst, kDerivedPortEnd - 1);
+  for (int attempt = 0; attempt < 1000; ++attempt)
+    if (const int p = port(pick); can_listen_on(p)) return p;
+  throw RuntimeError(fmt::format("no free port in [{}, {}) after 1000 tries: pass --master-port", kDerivedPortFirst,
+                                 kDerivedPortEnd));
 }
 
 int launch_workers(const LaunchOptions& options, const std::vector<std::string>& argv, std::string* failure_out) {

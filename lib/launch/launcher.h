@@ -25,6 +25,9 @@ struct LaunchOptions {
 int launch_workers(const LaunchOptions& options, const std::vector<std::string>& argv,
                    std::string* failure = nullptr);
 
+// A port free now in the derived ports' range, below Linux's ephemeral ports: between this check
+// and rank 0's bind no outgoing connection on the host can take it, as one could take a port the
+// kernel handed out for port 0.
 int pick_free_port();
 // A worker's threads: `configured` (runtime.threads_per_rank) when above 0, else its share of the
 // cores among `local_ranks` workers.

@@ -3,8 +3,11 @@
 // a restart.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include "comm/hostlist.h"
 #include "comm/launch_env.h"
+#include "launch/launcher.h"
 #include "launch/restarts.h"
 #include "test_support.h"
 #include "usage_error.h"
@@ -197,4 +200,15 @@ TEST_CASE("test hooks: sigkill@STEP:RANK fires in the first attempt only, sigkil
   CHECK(parse_test_hooks("sigkill@7:1", 1).sigkill_at_step == -1);
   CHECK(parse_test_hooks("sigkill_always@7:1", 1).sigkill_at_step == 7);
   CHECK_THROWS_AS(parse_test_hooks("sigkill@7"), UsageError);
+}
+
+TEST_CASE("launcher: the free port it picks lies below Linux's ephemeral ports, drawn at random") {
+  std::set<int> picked;
+  for (int i = 0; i < 20; ++i) {
+    const int port = pick_free_port();
+    CHECK(port >= kDerivedPortFirst);
+    CHECK(port < 32768);
+    picked.insert(port);
+  }
+  CHECK(picked.size() > 10);  // not one fixed port that two launches on a host would share
 }
