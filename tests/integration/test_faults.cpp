@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "ports.h"
 #include "skip.h"
 #include "comm/backend.h"
 #include "training_fixture.h"

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ports.h"
 #include "comm/backend.h"
 #include "kernels/cuda_module.h"
 #include "kernels/kernels.h"

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "ports.h"
 #include "test_support.h"
 
 using namespace spmd::test;

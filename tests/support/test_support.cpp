@@ -2,10 +2,8 @@
 #include "test_support.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -193,29 +191,6 @@ void check_failed_with(const ProcessResult& r, int exit_code, const std::string&
   CHECK_MESSAGE(!r.timed_out, "killed at the test's deadline (a hang), not a failure of its own:\n" << r.output);
   CHECK_MESSAGE(r.exit_code == exit_code, "exit " << r.exit_code << ", expected " << exit_code << ":\n" << r.output);
   CHECK_MESSAGE(r.output.find(reason) != std::string::npos, "the output does not say \"" << reason << "\":\n" << r.output);
-}
-
-namespace {
-bool can_listen_on(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && listen(fd, 1) == 0;
-  close(fd);
-  return ok;
-}
-}  // namespace
-
-std::string unused_port() {
-  static int next = 0;
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const int port = 10000 + (getpid() * 7 + (next++) * 131) % 22768;
-    if (can_listen_on(port)) return std::to_string(port);
-  }
-  throw std::runtime_error("unused_port: no free port below 32768 after 200 tries");
 }
 
 }  // namespace spmd::test

@@ -59,10 +59,6 @@ std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::stri
                                          const std::vector<std::map<std::string, std::string>>& envs,
                                          double timeout_s = 120);
 
-// A port for ranks that other tests' processes do not hold: below Linux's ephemeral ports (where
-// outgoing connections take theirs), spread by pid, and free to bind right now.
-std::string unused_port();
-
 void write_file(const std::string& path, const std::string& contents);
 // A nanoGPT-layout token file (uint16) of `count` tokens below `vocab`, with learnable structure.
 void write_token_file(const std::string& path, int64_t count, int vocab, uint64_t seed);
