@@ -27,7 +27,8 @@ ExpertShapes expert_shapes(const ModelLayout& layout) {
   e.experts = gate.info.shape[0];
   e.per_token = m.moe.num_experts_per_tok;
   e.normalize = m.moe.norm_topk_prob;
-  e.mlp_share = layout.mesh.axes_size(gate.tp_axes[2]);
+  e.mlp_axes = gate.tp_axes[2];
+  e.mlp_share = layout.mesh.axes_size(e.mlp_axes);
   e.expert_mlp = gate.info.shape[2] / e.mlp_share;
   e.expert_axes = gate.expert_axes;
   e.expert_parallel = layout.mesh.axes_size(gate.expert_axes);

@@ -17,6 +17,7 @@ struct ExpertShapes {
   int64_t per_token = 0;        // k: the experts each token reaches
   int64_t expert_mlp = 0;       // each expert's SwiGLU width on this device (over its `mlp` dim's share)
   int64_t mlp_share = 1;        // that share: the tensor-parallel group within an expert
+  std::vector<std::string> mlp_axes;     // its mesh axes (empty: each expert whole on a device)
   int64_t shared_mlp = 0;       // the shared expert's width on this device (0: none)
   bool normalize = false;       // norm_topk_prob: the k weights divided by their sum (kept for backward)
   std::vector<std::string> expert_axes;  // the `expert` dim's mesh axes: the all-to-all's group

@@ -14,7 +14,8 @@
 // adds, per sparse layer and microbatch, the counts' all-gather and two all-to-alls forward (the
 // rows out in the matmul dtype, the outputs home in fp32), the same two reversed backward, and a
 // replayed forward's again under remat full; an expert's gradient is whole where it is held (its
-// tokens came to it), so it is not all-reduced over the expert axes.
+// tokens came to it), so it is not all-reduced over the expert axes. Tensor parallelism within an
+// expert sums each token's k partial outputs forward: k streams where a dense MLP sums one.
 #include "plan/step_cost.h"
 
 #include <algorithm>
@@ -85,8 +86,7 @@ int64_t tp_share(const ModelLayout& layout, const ParamInfo& info, const std::st
 // without a dense MLP: its experts' mlp dim).
 std::vector<std::string> mlp_tp_axes(const ModelLayout& layout) {
   const int64_t dense = first_dense_layer(layout.model);
-  if (dense < 0) return expert_shapes(layout).mlp_share > 1 ? layout.param("h.0.moe.experts.gate").tp_axes[2]
-                                                             : std::vector<std::string>{};
+  if (dense < 0) return expert_shapes(layout).mlp_axes;
   const std::vector<ParamInfo> table = layer_entries(param_table(layout.model, layout.padded_vocab), dense);
   const ParamInfo& fc = *block_weights(table).mlp_in.front();
   const size_t dim = static_cast<size_t>(std::find(fc.logical.begin(), fc.logical.end(), "mlp") - fc.logical.begin());
@@ -178,19 +178,43 @@ MicrobatchFlops microbatch_flops(const StageShape& s, Remat remat) {
   return f;
 }
 
+// Tensor parallelism within the routed experts (their `mlp` dim split; parallel/expert_ops.cpp),
+// one microbatch, per sparse block: forward each token's k partial outputs, (b, T, k, C) fp32,
+// summed over the group (a replay again), and backward the input's gradient, one stream. Under
+// sequence parallelism: forward the stream and the choice (int64) gathered and the outputs
+// reduce-scattered; backward the outputs' gradient gathered and the stream's reduce-scattered.
+double within_experts_s(const Config& config, const ModelLayout& layout, const StageShape& s, const MachineRates& r) {
+  const ExpertShapes& e = s.experts;
+  const int64_t n = e.mlp_share;
+  if (s.sparse_layers == 0 || n == 1) return 0;
+  const LinkRate link = r.link(e.mlp_axes, n);
+  const double stream = s.tokens * s.C * kFloatBytes, k = static_cast<double>(e.per_token);
+  const double outputs = k * stream, choice = s.tokens * k * 8;
+  double forward = ring_all_reduce(link, outputs, n), backward = ring_all_reduce(link, stream, n);
+  if (!layout.seq_axes.empty()) {
+    forward = ring_gather(link, stream, n) + ring_gather(link, choice, n) + ring_gather(link, outputs, n);
+    backward = ring_gather(link, outputs, n) + ring_gather(link, stream, n);
+  }
+  const double replays = config.runtime.remat == Remat::kFull ? 1 : 0;
+  return static_cast<double>(s.sparse_layers) * ((1 + replays) * forward + backward);
+}
+
 // Tensor parallelism, one microbatch: per block two all-reduces of the (b, T, C) stream forward
 // and two backward (sequence parallelism: a gather and a reduce-scatter for each, one latency
-// more); a replayed forward repeats its two; the vocab-parallel embedding's and the head's input
+// more), the attention's and the dense MLP's; a replayed forward repeats its two; a sparse block's
+// MLP is within_experts_s's instead; the vocab-parallel embedding's and the head's input
 // all-reduces, and the loss's three (b, T) reductions.
 double tensor_parallel_s(const Config& config, const ModelLayout& layout, const StageShape& s, const MachineRates& r) {
   const std::vector<std::string> axes = mlp_tp_axes(layout);
   const int64_t n = layout.mesh.axes_size(axes);
-  if (n == 1) return 0;
+  const double experts = within_experts_s(config, layout, s, r);
+  if (n == 1) return experts;
   const LinkRate link = r.link(axes, n);
   const double stream = s.tokens * s.C * kFloatBytes;
   const double one = ring_all_reduce(link, stream, n) + (layout.seq_axes.empty() ? 0 : link.latency_s);
-  const double per_block = (config.runtime.remat == Remat::kFull ? 6 : 4) * one;
-  double t = static_cast<double>(s.layers) * per_block;
+  const double passes = config.runtime.remat == Remat::kFull ? 3 : 2;  // forward, backward, replay
+  const double sparse = static_cast<double>(s.sparse_layers), dense = static_cast<double>(s.layers) - sparse;
+  double t = (2 * dense + sparse) * passes * one + experts;
   if (s.first && s.tp_vocab > 1) t += one;
   if (s.last && s.tp_vocab > 1) t += one + 3 * ring_all_reduce(link, s.tokens * kFloatBytes, n);
   return t;

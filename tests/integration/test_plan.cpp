@@ -403,3 +403,42 @@ TEST_CASE("plan: expert parallelism counts k of E experts' FLOPs and its all-to-
   CHECK(ep_large["cost"]["all_to_all_bytes"].get<double>() == doctest::Approx(512 * bytes));
   CHECK(dp_large["rank"].get<int>() < ep_large["rank"].get<int>());
 }
+
+// Tensor parallelism within the experts (`[mlp, model]` splits each expert's SwiGLU): forward, each
+// token's k partial outputs are summed over the group, k streams where a dense MLP sums one;
+// backward, the input's gradient, one stream. At the 2-device link (50 us, 2 GB/s), a ring
+// all-reduce of b bytes takes 50 us + b / 2 GB/s, a gather or reduce-scatter 50 us + b / 4 GB/s.
+TEST_CASE("plan: tensor parallelism within the experts sums each token's k outputs forward") {
+  TinyRun run;
+  const std::string rates = rates_file(run);
+  auto moe = [](int per_token) {
+    return std::vector<std::string>{"--set", "model.arch=llama", "--set", "model.n_head=4", "--set", "model.n_kv_head=2",
+                                    "--set", "model.tie_embeddings=false", "--set", "model.moe.num_experts=8", "--set",
+                                    "model.moe.num_experts_per_tok=" + std::to_string(per_token), "--set",
+                                    "model.moe.moe_intermediate_size=512"};
+  };
+  auto tp_seconds = [](const nlohmann::json& all, const std::string& sharding, const std::string& entry) {
+    for (const auto& p : all["plans"])
+      if (p["sharding"] == sharding && p["microbatches"] == 1 && p["remat"] == "none") return p["cost"]["comm_s"][entry].get<double>();
+    FAIL("no plan " << sharding);
+    return 0.0;
+  };
+  const auto all_reduce = [](double bytes) { return 50e-6 + bytes / 2e9; };
+  const auto gather = [](double bytes) { return 50e-6 + bytes / 4e9; };
+  // DP2 TP2: 64 tokens per device, a stream of 64 x 32 fp32; 2 sparse blocks, each the attention's
+  // reduction forward and backward; the embedding's and the head's input, the loss's three (64) sums.
+  const double stream = 64 * 32 * 4, ends = 2 * all_reduce(stream) + 3 * all_reduce(64 * 4);
+  for (const int k : {2, 4}) {
+    CAPTURE(k);
+    const nlohmann::json all = plans(run, rates, moe(k));
+    const double experts = all_reduce(k * stream) + all_reduce(stream);
+    CHECK(tp_seconds(all, "DP2 TP2", "TP all-reduce (model)") ==
+          doctest::Approx(2 * (2 * all_reduce(stream) + experts) + ends));
+    // Sequence parallel: each reduction a gather and a reduce-scatter; the experts gather the stream
+    // and the choice (k int64 per token) and reduce-scatter the k outputs, and the reverse backward.
+    const double pair = all_reduce(stream) + 50e-6;
+    const double sp_experts = gather(stream) + gather(64.0 * k * 8) + 2 * gather(k * stream) + gather(stream);
+    CHECK(tp_seconds(all, "DP2 TP2+SP", "TP gather/scatter (model)") ==
+          doctest::Approx(2 * (2 * pair + sp_experts) + 2 * pair + 3 * all_reduce(64 * 4)));
+  }
+}
