@@ -24,6 +24,7 @@ struct InspectOptions {
   bool json = false;
   bool all = false;
   std::string device_memory;
+  double expert_load = 1;
   // The layout planner (docs/planner.md).
   bool plan = false;
   bool calibrate = false;
@@ -62,6 +63,10 @@ void setup_inspect(CLI::App& app, InspectOptions& opt) {
   app.add_flag("--json", opt.json, "print one JSON object instead of text (it lists every parameter)");
   app.add_flag("--all", opt.all, "one table row per parameter (default: repeated blocks folded, h.{0..11}.x)");
   app.add_option("--device-memory", opt.device_memory, "judge the fit against this much memory per device, e.g. 80GiB");
+  app.add_option("--expert-load", opt.expert_load,
+                 "size routed experts' activations for a device whose experts each get up to this many times their "
+                 "mean rows (metrics.jsonl's experts/layerL/load_max_over_mean; default 1: balanced)")
+      ->check(CLI::Range(1.0, 1e6));
   auto* plan = app.add_flag("--plan", opt.plan, "rank every valid layout for --devices by predicted step time");
   auto* calibrate = app.add_flag("--calibrate", opt.calibrate, "measure this machine's rates for --plan on --devices processes");
   plan->excludes(calibrate);
@@ -92,7 +97,10 @@ int run_device_sweep(const spmd::Config& config, const InspectOptions& opt, cons
                      std::optional<int64_t> budget) {
   SPMD_CHECK(opt.emit == 0, "--emit {} needs one --devices count, got {}", opt.emit, opt.devices.size());
   std::vector<spmd::DeviceCountAnswer> answers;
-  for (int64_t n : opt.devices) answers.push_back({{n, budget}, spmd::search_plans(config, {n, budget}, rates)});
+  for (int64_t n : opt.devices) {
+    const spmd::PlanRequest request{n, budget, opt.expert_load};
+    answers.push_back({request, spmd::search_plans(config, request, rates)});
+  }
   if (opt.json) fmt::print("{}\n", spmd::devices_json(answers, rates).dump(2));
   else fmt::print("{}", spmd::devices_table(answers, rates));
   return 0;
@@ -103,7 +111,7 @@ int run_plan(const spmd::Config& config, const InspectOptions& opt) {
   std::optional<int64_t> budget;
   if (!opt.memory_per_device.empty()) budget = spmd::parse_byte_size(opt.memory_per_device, "--memory-per-device");
   if (opt.devices.size() > 1) return run_device_sweep(config, opt, rates, budget);
-  const spmd::PlanRequest request{opt.devices.front(), budget};
+  const spmd::PlanRequest request{opt.devices.front(), budget, opt.expert_load};
   const std::vector<spmd::RankedPlan> plans = spmd::rank_plans(config, request, rates);
   if (opt.emit > 0) fmt::print("{}", spmd::emit_plan(plans, opt.emit));
   else if (opt.json) fmt::print("{}\n", spmd::plans_json(plans, opt.top, request, rates).dump(2));
@@ -124,6 +132,7 @@ int run_inspect(const InspectOptions& opt, const std::vector<std::string>& argv)
     return spmd::run_calibrate(config, {opt.devices.front(), opt.rates_path}, argv);
   }
   spmd::ModelLayout layout = spmd::plan_layout(config);
+  layout.expert_load = opt.expert_load;
   spmd::InspectTextOptions text{opt.show, opt.all, std::nullopt};
   if (!opt.device_memory.empty()) text.device_bytes = spmd::parse_byte_size(opt.device_memory, "--device-memory");
   if (opt.json) fmt::print("{}\n", spmd::inspect_json(config, layout).dump(2));

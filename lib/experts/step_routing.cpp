@@ -27,10 +27,11 @@ RoutingTally RoutingTally::clone() const {
   return copy;
 }
 
-StepRouting::StepRouting(std::vector<int64_t> sparse_layers, int64_t tokens, double coef, double gradient_scale)
+StepRouting::StepRouting(std::vector<int64_t> sparse_layers, int64_t tokens, double coef, double gradient_scale,
+                         int64_t expert_devices)
     : sparse_layers_(std::move(sparse_layers)),
       rows_(static_cast<double>(sparse_layers_.size()) * static_cast<double>(tokens)), coef_(coef),
-      gradient_scale_(gradient_scale) {}
+      gradient_scale_(gradient_scale), expert_devices_(expert_devices) {}
 
 void StepRouting::settle(RoutingTally tally) {
   tally_ = std::move(tally);
@@ -59,6 +60,10 @@ std::vector<StepRouting::Load> StepRouting::loads() const {
     const double mean = c.mean().item<double>();
     const double max = c.max().item<double>();
     out.push_back({layer, c.min().item<double>(), max, mean > 0 ? max / mean : 0.0});
+    if (expert_devices_ > 1 && mean > 0) {
+      const at::Tensor per_device = c.view({expert_devices_, -1}).sum(1);
+      out.back().device_max_over_mean = per_device.max().item<double>() / per_device.mean().item<double>();
+    }
   }
   return out;
 }

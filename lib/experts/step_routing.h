@@ -30,8 +30,10 @@ class StepRouting {
  public:
   // `sparse_layers`: the model's; `tokens`: the step's N; `coef`: model.moe.router_aux_loss_coef;
   // `gradient_scale`: what the gradient sync divides by (the token split times the microbatches),
-  // given back so that the loss's gradient is the whole step's.
-  StepRouting(std::vector<int64_t> sparse_layers, int64_t tokens, double coef, double gradient_scale);
+  // given back so that the loss's gradient is the whole step's; `expert_devices`: the devices the
+  // experts are split over, each holding a contiguous run of them (1: none).
+  StepRouting(std::vector<int64_t> sparse_layers, int64_t tokens, double coef, double gradient_scale,
+              int64_t expert_devices = 1);
 
   // The step's whole tally (every rank's tokens summed), before any backward reads it.
   void settle(RoutingTally tally);
@@ -42,10 +44,13 @@ class StepRouting {
   // d(coef * aux) / d(a pass's summed router probabilities of one layer), times gradient_scale:
   // (E,) float32 (aux is linear in them).
   const at::Tensor& prob_sum_gradient() const;
-  // Per sparse layer, in order: the tokens each expert got, min, max and max over mean.
+  // Per sparse layer, in order: the tokens each expert got, min, max and max over mean; with the
+  // experts split over devices, the rows each device's experts got, max over mean (from the step's
+  // global counts: over several all-to-all groups, their mean; 0 without a split).
   struct Load {
     int64_t layer;
     double min, max, max_over_mean;
+    double device_max_over_mean = 0;
   };
   std::vector<Load> loads() const;
   // (n_layer, E) float64: the (token, slot) rows each expert of each layer got in the step.
@@ -55,6 +60,7 @@ class StepRouting {
   std::vector<int64_t> sparse_layers_;
   double rows_;  // L * N
   double coef_, gradient_scale_;
+  int64_t expert_devices_;
   std::optional<RoutingTally> tally_;
   at::Tensor prob_sum_gradient_;
 };

@@ -7,6 +7,8 @@
 // exchange; what it sends is freed once the rows arrive.
 #include "inspect/expert_memory.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace spmd {
@@ -32,6 +34,7 @@ ExpertShapes expert_shapes(const ModelLayout& layout) {
   e.expert_mlp = gate.info.shape[2] / e.mlp_share;
   e.expert_axes = gate.expert_axes;
   e.expert_parallel = layout.mesh.axes_size(gate.expert_axes);
+  e.load = layout.expert_load;
   if (m.moe.shared_expert_intermediate_size > 0) {
     const ParamLayout& shared = layout.param(p + "shared.gate.weight");  // (C, S) (embed, mlp)
     e.shared_mlp = shared.info.shape[1] / layout.mesh.axes_size(shared.tp_axes[1]);
@@ -50,13 +53,23 @@ ExpertShapes unsharded_expert_shapes(const ModelConfig& m) {
   return e;
 }
 
+double ExpertShapes::max_load() const {
+  const int64_t local = experts / expert_parallel;
+  return static_cast<double>(expert_parallel * std::min(per_token, local)) / static_cast<double>(per_token);
+}
+
+int64_t ExpertShapes::routed_rows(int64_t group_tokens) const {
+  const double balanced = static_cast<double>(group_tokens * per_token);
+  return static_cast<int64_t>(std::ceil(balanced * std::min(load, max_load())));
+}
+
 int64_t sparse_mlp_kept_bytes(const ExpertShapes& e, const SparseTokens& n, int64_t C, int64_t operand,
                               int64_t hidden_kept) {
-  const int64_t k = e.per_token, rows = n.group * k;
+  const int64_t k = e.per_token, sent = n.group * k, rows = e.routed_rows(n.group);
   int64_t bytes = n.own * C * operand                                   // the router's input
                   + n.own * e.experts * kExpertFloat                    // softmax's probabilities
                   + n.own * k * (kExpertIndex + kExpertFloat)           // the choice, the mixing weights
-                  + 2 * rows * kExpertIndex                             // the sort's indices, there and back
+                  + 2 * sent * kExpertIndex                             // the sort's indices, there and back
                   + rows * C * operand                                  // the rows the expert products read
                   + rows * e.expert_mlp * (hidden_kept + 1) * operand   // SwiGLU's kept hidden, down's input
                   + n.own * k * C * kExpertFloat;                       // the k outputs the mixing keeps
@@ -67,8 +80,8 @@ int64_t sparse_mlp_kept_bytes(const ExpertShapes& e, const SparseTokens& n, int6
 }
 
 int64_t sparse_mlp_working_set(const ExpertShapes& e, const SparseTokens& n, int64_t C) {
-  const int64_t rows = n.group * e.per_token;
-  const int64_t dispatch = e.expert_parallel > 1 ? 2 * rows * C * kExpertFloat : 0;
+  const int64_t rows = e.routed_rows(n.group), sent = n.group * e.per_token;
+  const int64_t dispatch = e.expert_parallel > 1 ? (sent + rows) * C * kExpertFloat : 0;
   return 2 * rows * e.expert_mlp * kExpertFloat + dispatch;
 }
 

@@ -1,7 +1,8 @@
 // A sparse layer (model.moe; docs/experts.md) on one device, for the memory estimate and the step
 // cost: the sizes its routed experts compute with, and what its MLP keeps for backward. Routing is
 // taken as balanced: each device's experts receive, on average, k rows per token it sends (the
-// router's choice depends on the data; measured loads are in metrics.jsonl). Torch-free.
+// router's choice depends on the data; measured loads are in metrics.jsonl), unless the layout's
+// expert_load asks the memory estimate for a fuller device. Torch-free.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,7 +23,15 @@ struct ExpertShapes {
   bool normalize = false;       // norm_topk_prob: the k weights divided by their sum (kept for backward)
   std::vector<std::string> expert_axes;  // the `expert` dim's mesh axes: the all-to-all's group
   int64_t expert_parallel = 1;  // its size (1: every device holds every expert, no exchange)
+  double load = 1;              // the layout's expert_load: each of the device's experts at this x its mean
   bool enabled() const { return experts > 0; }
+  // The most a device's routed rows can be over the balanced count: every token of the all-to-all
+  // group sends it min(k, its experts) rows. 1 without expert parallelism (a device computes its
+  // own tokens' k rows, however they are routed).
+  double max_load() const;
+  // The rows a device's experts compute for `group_tokens` routed tokens per member: k per token,
+  // times the load (at most max_load()).
+  int64_t routed_rows(int64_t group_tokens) const;
 };
 
 // From the layout's first sparse layer (a default ExpertShapes for a dense model).

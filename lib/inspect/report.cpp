@@ -156,6 +156,22 @@ ExpertSummary expert_summary(const ModelLayout& layout) {
   return s;
 }
 
+// What the estimate assumes of routing: under expert parallelism a device's routed rows range from
+// the balanced count to max_load() times it; --expert-load picks the point.
+std::string routing_text(const ExpertShapes& e) {
+  if (e.expert_parallel == 1)
+    return e.load > 1 ? "routing: --expert-load changes nothing here: without expert parallelism a device computes "
+                        "its own tokens' k rows however they are routed\n"
+                      : "";
+  const std::string assumed =
+      e.load == 1 ? std::string("balanced (--expert-load F sizes them for experts at F x their mean rows)")
+                  : fmt::format("{:.2f}x balanced (--expert-load {:g}{})", std::min(e.load, e.max_load()), e.load,
+                                e.load > e.max_load() ? ", capped at the most routing can send" : "");
+  return fmt::format("routing: a device's routed rows at most {:.2f}x balanced (every token of the group to its "
+                     "experts); the activations above assume {}\n",
+                     e.max_load(), assumed);
+}
+
 std::string experts_text(const ModelLayout& layout) {
   const ExpertSummary s = expert_summary(layout);
   const ExpertShapes& e = s.shapes;
@@ -166,7 +182,8 @@ std::string experts_text(const ModelLayout& layout) {
                         fmt::join(e.expert_axes, "x"), e.experts / e.expert_parallel, fmt::join(e.expert_axes, "x"))
           : std::string("all on every device (no [expert, AXIS] rule)");
   return fmt::format("experts: {} per sparse layer in {} of {} layers, {} per token ({} parameters active per token); {}\n",
-                     e.experts, s.sparse_layers, layout.model.n_layer, e.per_token, s.active_params, where);
+                     e.experts, s.sparse_layers, layout.model.n_layer, e.per_token, s.active_params, where) +
+         routing_text(e);
 }
 
 nlohmann::json experts_json(const ModelLayout& layout) {
@@ -174,7 +191,8 @@ nlohmann::json experts_json(const ModelLayout& layout) {
   const ExpertShapes& e = s.shapes;
   return {{"num_experts", e.experts},         {"per_token", e.per_token},
           {"sparse_layers", s.sparse_layers}, {"active_params", s.active_params},
-          {"axes", e.expert_axes},            {"per_device", e.experts / e.expert_parallel}};
+          {"axes", e.expert_axes},            {"per_device", e.experts / e.expert_parallel},
+          {"load", std::min(e.load, e.max_load())}, {"max_load", e.max_load()}};
 }
 }  // namespace
 

@@ -74,6 +74,9 @@ struct ModelLayout {
   ContextExchange context_exchange = ContextExchange::kAllGather;
   // runtime.device is cuda: what the memory estimate assumes of device-dependent sizes.
   bool on_gpu = false;
+  // What the memory estimate assumes of routing (spmd-inspect --expert-load): the fullest device's
+  // experts each receive up to this many times their mean rows. Training routes as the data says.
+  double expert_load = 1;
 
   int64_t dp_size() const { return mesh.axes_size(batch_axes); }
   int64_t stage_of(int64_t rank) const { return pipeline.axis.empty() ? 0 : mesh.index_along(rank, {pipeline.axis}); }

@@ -15,7 +15,8 @@ double RankedPlan::tokens_per_s() const {
 }
 
 namespace {
-RankedPlan evaluate(PlanCandidate candidate, const MachineRates& rates) {
+RankedPlan evaluate(PlanCandidate candidate, const MachineRates& rates, double expert_load) {
+  candidate.layout.expert_load = expert_load;
   const std::vector<MemoryEstimate> stages = estimate_stages(candidate.layout, candidate.config);
   const int64_t fullest = fullest_stage(stages);
   RankedPlan plan{candidate.choice, std::move(candidate.config), std::move(candidate.layout),
@@ -37,7 +38,7 @@ RankedPlan evaluate(PlanCandidate candidate, const MachineRates& rates) {
 PlanSearch search_plans(const Config& base, const PlanRequest& request, const MachineRates& rates) {
   PlanSearch search;
   for (auto& candidate : enumerate_plans(base, request.devices)) {
-    RankedPlan plan = evaluate(std::move(candidate), rates);
+    RankedPlan plan = evaluate(std::move(candidate), rates, request.expert_load);
     ++search.valid;
     if (!search.smallest || plan.footprint() < search.smallest->footprint()) search.smallest = plan;
     if (!request.memory_per_device || plan.footprint() <= *request.memory_per_device)

@@ -26,6 +26,7 @@ struct RankedPlan {
 struct PlanRequest {
   int64_t devices = 1;
   std::optional<int64_t> memory_per_device;  // bytes; none: every valid layout is kept
+  double expert_load = 1;  // the memory estimate's routing (ModelLayout::expert_load); time stays balanced
 };
 
 struct PlanSearch {

@@ -241,6 +241,7 @@ class Progress {
       record[prefix + "load_min"] = load.min;
       record[prefix + "load_max"] = load.max;
       record[prefix + "load_max_over_mean"] = load.max_over_mean;
+      if (load.device_max_over_mean > 0) record[prefix + "device_load_max_over_mean"] = load.device_max_over_mean;
       worst = std::max(worst, load.max_over_mean);
     }
     return fmt::format(" | aux {:.4f} | load {:.2f}", r.aux_loss, worst);

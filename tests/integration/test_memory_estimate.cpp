@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 
 #include "training_fixture.h"
@@ -236,4 +237,54 @@ TEST_CASE("memory estimate: routed experts on one process, over the data axis an
   CHECK(memory["moe-ep-2-own-axis"]["params"] == memory["moe-ep-2-data"]["params"]);
   // Each device of the [2, 2] mesh routes a quarter of the batch: a quarter of the routed activations.
   CHECK(memory["moe-ep-2-own-axis"]["activations"].get<int64_t>() < memory["moe-ep-2-data"]["activations"].get<int64_t>());
+}
+
+// Routing is not balanced: with the experts over 2 devices the fuller one holds more routed rows
+// than the balanced estimate. --expert-load F sizes them for a device whose experts get F x their
+// mean rows: given the measured step's own device_load_max_over_mean (metrics.jsonl), the estimate
+// meets what the fuller rank held. The load scales the routed rows linearly, up to what routing can
+// send (every token's 2 rows to one device's 4 experts: 2x), and changes nothing without expert
+// parallelism.
+TEST_CASE("memory estimate: --expert-load sizes routed experts for the measured imbalance, up to what routing can send") {
+  TinyRun run;
+  const std::string others = "[vocab, null], [heads, null], [mlp, null], [embed, null], [seq, null], [kv, null]]";
+  const auto moe = with(kModel, {"--set", "model.arch=llama", "--set", "model.n_kv_head=2", "--set",
+                                 "model.tie_embeddings=false", "--set", "model.moe.num_experts=8", "--set",
+                                 "model.moe.num_experts_per_tok=2", "--set", "model.moe.moe_intermediate_size=96"});
+  const auto ep = with(moe, mesh_args("[2]", "[data]", "[[batch, data], [expert, data], " + others));
+  const auto activations = [&](const std::vector<std::string>& args, const std::string& load) {
+    const nlohmann::json j = inspect_json_of(run.config, with(args, {"--expert-load", load}));
+    return j["totals"]["per_device"]["activations"].get<double>();
+  };
+  const std::string out = run.dir.file("ep");
+  const auto r = run_train(run, out, ep);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const double measured = read_summary(out)["graph_bytes"].get<double>();
+  // The measured (last) step's fullest device over its sparse layers, and the fullest expert's.
+  double device_load = 0, expert_load = 0;
+  std::ifstream metrics(out + "/metrics.jsonl");
+  std::string line, last_line;
+  while (std::getline(metrics, line)) last_line = line;
+  const nlohmann::json last = nlohmann::json::parse(last_line);
+  for (const auto& [key, value] : last.items()) {
+    if (key.find("/device_load_max_over_mean") != std::string::npos) device_load = std::max(device_load, value.get<double>());
+    else if (key.find("/load_max_over_mean") != std::string::npos) expert_load = std::max(expert_load, value.get<double>());
+  }
+  REQUIRE(device_load > 1);
+  CHECK(device_load <= expert_load);  // a device's experts average out
+  const double balanced = activations(ep, "1"), sized = activations(ep, std::to_string(device_load));
+  MESSAGE("fuller rank held " << measured << " bytes; estimate balanced " << balanced << ", at the measured device load "
+                              << device_load << ": " << sized);
+  CHECK(balanced < 0.95 * measured);  // the fuller rank is fuller than balanced
+  CHECK(std::abs(sized - measured) <= 0.08 * measured);  // observed 4% over
+  // Linear in the load up to 2x, then capped.
+  const double a15 = activations(ep, "1.5"), a2 = activations(ep, "2");
+  CHECK(a15 - balanced == doctest::Approx(a2 - a15).epsilon(1e-4));
+  CHECK(activations(ep, "3") == a2);
+  const nlohmann::json j = inspect_json_of(run.config, with(ep, {"--expert-load", "3"}));
+  CHECK(j["experts"]["max_load"].get<double>() == 2);
+  CHECK(j["experts"]["load"].get<double>() == 2);
+  // Without expert parallelism a device computes its own tokens' rows however they are routed.
+  const auto single = with(moe, mesh_args("[1]", "[data]", "[[batch, data], [expert, null], " + others));
+  CHECK(activations(single, "2") == activations(single, "1"));
 }
