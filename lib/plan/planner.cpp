@@ -18,6 +18,7 @@ namespace {
 RankedPlan evaluate(PlanCandidate candidate, const MachineRates& rates, double expert_load) {
   candidate.layout.expert_load = expert_load;
   const std::vector<MemoryEstimate> stages = estimate_stages(candidate.layout, candidate.config);
+  candidate.layout.expert_load = 1;  // the predicted time stays balanced, its memory traffic included
   const int64_t fullest = fullest_stage(stages);
   RankedPlan plan{candidate.choice, std::move(candidate.config), std::move(candidate.layout),
                   stages[static_cast<size_t>(fullest)], {}};

@@ -191,6 +191,9 @@ TEST_CASE("inspect: expert configs: Mixtral-8x7B's parameters, active parameters
   CHECK(mixtral["experts"]["active_params"].get<double>() == 12879925248.0);
   CHECK(mixtral["experts"]["axes"] == nlohmann::json{"expert"});
   CHECK(mixtral["experts"]["per_device"] == 1);
+  // Dropless routing can send a device every token's rows for its one expert: 8 x 1 / 2 = 4x.
+  CHECK(mixtral["experts"]["max_load"].get<double>() == 4);
+  CHECK(mixtral["experts"]["load"].get<double>() == 1);
   // Qwen3-30B-A3B: 48 blocks of q, o 2048 x 32 x 128, k, v 2048 x 4 x 128, the per-head norms (128
   // each), a 2048 x 128 router, 128 experts of gate, up, down 2048 x 768, two norms; ln_f; embedding
   // and head 151936 x 2048: 30,532,122,624 parameters, 3,353,032,704 active (8 of 128 experts).
@@ -198,6 +201,7 @@ TEST_CASE("inspect: expert configs: Mixtral-8x7B's parameters, active parameters
   CHECK(qwen["totals"]["param_bytes_global"].get<double>() == 30532122624.0 * 4);
   CHECK(qwen["experts"]["active_params"].get<double>() == 3353032704.0);
   CHECK(qwen["experts"]["per_device"] == 16);
+  CHECK(qwen["experts"]["max_load"].get<double>() == 8);  // 8 devices, each able to take all 8 of a token's rows
   const nlohmann::json tiny = inspect_json("moe-tiny.yaml");
   CHECK(tiny["experts"]["num_experts"] == 8);
   CHECK(tiny["experts"]["per_device"] == 4);
@@ -220,6 +224,8 @@ TEST_CASE("inspect: expert configs: Mixtral-8x7B's parameters, active parameters
   const auto text = inspect({"--config", source_path("configs/moe-tiny.yaml")});
   REQUIRE(text.exit_code == 0);
   CHECK(text.output.find("experts: 8 per sparse layer in 4 of 4 layers, 2 per token") != std::string::npos);
+  CHECK_MESSAGE(text.output.find("routing: a device's routed rows at most 2.00x balanced") != std::string::npos,
+                text.output);
 }
 
 TEST_CASE("inspect: a pipeline's stages, what they hold, their memory and the bubble") {

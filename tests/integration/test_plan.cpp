@@ -295,6 +295,7 @@ TEST_CASE("plan: bad arguments and rates files exit 2 naming the culprit") {
       {{"--plan", "--devices", "4", "--rates", rates, "--emit", "100000"}, "--emit 100000"},
       {{"--plan", "--devices", "4", "--rates", rates, "--top", "0"}, "--top"},
       {{"--plan", "--devices", "4", "--rates", rates, "--memory-per-device", "lots"}, "--memory-per-device"},
+      {{"--plan", "--devices", "4", "--rates", rates, "--expert-load", "0.5"}, "--expert-load"},
       {{"--plan", "--devices", "4", "--rates", run.dir.file("missing.json")}, "--calibrate"},
       {{"--plan", "--devices", "4", "--rates", broken}, "matmul_TFLOPs"},
       {{"--plan", "--calibrate", "--devices", "4"}, "--calibrate"},
@@ -396,6 +397,13 @@ TEST_CASE("plan: expert parallelism counts k of E experts' FLOPs and its all-to-
   const double expert_bytes = 2 * 3 * 8 * 32 * 512 * 4;
   CHECK(dp["memory"]["params"].get<double>() - ep["memory"]["params"].get<double>() == expert_bytes * 3 / 4);
   CHECK(ep["rank"].get<int>() < dp["rank"].get<int>());
+  // --expert-load: a fuller device's routed rows count in the memory an expert-parallel plan needs,
+  // not in a plan whose devices compute their own tokens' rows; the predicted time stays balanced.
+  const nlohmann::json loaded = plans(run, rates, with(moe, {"--expert-load", "2"}));
+  CHECK(plan_of(loaded, "DP4 EP4(data)")["memory"]["activations"].get<double>() >
+        ep["memory"]["activations"].get<double>());
+  CHECK(plan_of(loaded, "DP4")["memory"]["activations"] == dp["memory"]["activations"]);
+  CHECK(plan_of(loaded, "DP4 EP4(data)")["cost"]["total_s"] == ep["cost"]["total_s"]);
   // 512 times the batch: 64 routed rows per token's device become 32768, and the all-to-alls
   // outweigh the gradient all-reduce they spare.
   const nlohmann::json large = plans(run, rates, with(moe, {"--set", "data.batch_size=4096"}));
