@@ -65,7 +65,7 @@ void setup_inspect(CLI::App& app, InspectOptions& opt) {
   app.add_option("--device-memory", opt.device_memory, "judge the fit against this much memory per device, e.g. 80GiB");
   app.add_option("--expert-load", opt.expert_load,
                  "size routed experts' activations for a device whose experts each get up to this many times their "
-                 "mean rows (metrics.jsonl's experts/layerL/load_max_over_mean; default 1: balanced)")
+                 "mean rows (metrics.jsonl's experts/layerL/device_load_max_over_mean; default 1: balanced)")
       ->check(CLI::Range(1.0, 1e6));
   auto* plan = app.add_flag("--plan", opt.plan, "rank every valid layout for --devices by predicted step time");
   auto* calibrate = app.add_flag("--calibrate", opt.calibrate, "measure this machine's rates for --plan on --devices processes");

@@ -33,7 +33,7 @@ ExpertShapes expert_shapes(const ModelLayout& layout) {
   e.mlp_share = layout.mesh.axes_size(e.mlp_axes);
   e.expert_mlp = gate.info.shape[2] / e.mlp_share;
   e.expert_axes = gate.expert_axes;
-  e.expert_parallel = layout.mesh.axes_size(gate.expert_axes);
+  e.expert_parallel = layout.expert_devices();
   e.load = layout.expert_load;
   if (m.moe.shared_expert_intermediate_size > 0) {
     const ParamLayout& shared = layout.param(p + "shared.gate.weight");  // (C, S) (embed, mlp)

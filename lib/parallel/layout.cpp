@@ -290,6 +290,12 @@ std::vector<std::string> ModelLayout::routing_axes() const {
   return axes;
 }
 
+int64_t ModelLayout::expert_devices() const {
+  for (const ParamLayout& p : params)
+    if (!p.expert_axes.empty()) return mesh.axes_size(p.expert_axes);  // one rule splits every sparse layer alike
+  return 1;
+}
+
 std::vector<std::string> gradient_sum_axes(const ModelLayout& layout, const ParamLayout& p) {
   std::vector<std::string> axes = layout.token_axes();
   for (const auto& dims : p.fsdp_axes)

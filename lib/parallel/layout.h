@@ -90,6 +90,9 @@ struct ModelLayout {
   // The axes over which ranks route distinct tokens through distinct sparse layers: the token
   // axes, the sequence split (each member routes its own positions) and the pipeline's stages.
   std::vector<std::string> routing_axes() const;
+  // The devices the routed experts are split over: the size of their `expert` dim's mesh axes
+  // (1: a dense model, or every device holding every expert).
+  int64_t expert_devices() const;
   const ParamLayout& param(const std::string& name) const;
 };
 

@@ -12,10 +12,8 @@ std::unique_ptr<StepRouting> new_step_routing(const TrainState& s) {
   if (!m.moe.enabled()) return nullptr;
   const ModelLayout& layout = s.model->layout();
   const double gradient_scale = static_cast<double>(layout.token_split() * s.config.train.microbatches);
-  const std::string gate = fmt::format("h.{}.moe.experts.gate", m.sparse_layers().front());
-  const int64_t expert_devices = layout.mesh.axes_size(layout.param(gate).expert_axes);
   return std::make_unique<StepRouting>(m.sparse_layers(), s.config.data.batch_size * m.block_size,
-                                       m.moe.router_aux_loss_coef, gradient_scale, expert_devices);
+                                       m.moe.router_aux_loss_coef, gradient_scale, layout.expert_devices());
 }
 
 bool routes_ahead(const TrainState& s) {

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include <ATen/Parallel.h>
 #include <fmt/ranges.h>
@@ -25,7 +24,6 @@
 namespace spmd::kernels::cpu {
 
 namespace {
-
 
 // `heads` heads of D at x (stride D) rotated into y; sign -1 rotates back (the backward).
 template <typename T>
