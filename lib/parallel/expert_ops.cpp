@@ -49,7 +49,7 @@ at::Tensor ParallelOps::routed_experts(const at::Tensor& x, const at::Tensor& ch
   at::Tensor tokens = x, routed = choice;
   const bool whole_sequence = within.size() > 1 && sequence_parallel();
   if (within.size() > 1) {
-    tokens = whole_sequence ? gather_sequence_from_group(x.to(at::kFloat), within) : copy_to_group(x.to(at::kFloat), within);
+    tokens = column_input(x, gate.tp_axes[2]);  // as a column-parallel product's input
     if (whole_sequence) routed = within.all_gather(choice, 1);
   }
   const ExpertOrder order = sort_by_expert(routed.reshape({-1, k}), E);
